@@ -1,0 +1,263 @@
+//! The worker's configuration: every key of the contract's table, with its default.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::caps::OutputCaps;
+use crate::error::RunnerError;
+
+/// Live runtimes across every engine; one more is `code-runner::capacity`.
+pub const DEFAULT_MAX_RUNTIMES: usize = 32;
+/// Per-run budget when a request names none: long enough for real work, short enough for a chat turn.
+pub const DEFAULT_TIMEOUT_MS: u64 = 5_000;
+/// Ceiling a request's `timeout_ms` is clamped to.
+pub const DEFAULT_MAX_TIMEOUT_MS: u64 = 30_000;
+/// Runtimes idle this long are reaped (15 minutes: a conversation's pause, not a day).
+pub const DEFAULT_IDLE_TTL_SECS: u64 = 900;
+/// V8 object-heap cap per node runtime.
+pub const DEFAULT_HEAP_MB: u64 = 128;
+/// Off-heap (ArrayBuffer) cap per node runtime; `heap_mb` does not cover it.
+pub const DEFAULT_EXTERNAL_MB: u64 = 64;
+/// `iii.files` quota per node runtime.
+pub const DEFAULT_SCRATCH_MB: u64 = 8;
+/// Files per node scratch directory.
+pub const DEFAULT_SCRATCH_FILES: u64 = 64;
+/// Serialized `result` ceiling before it becomes an omission marker.
+pub const DEFAULT_MAX_RESULT_BYTES: u64 = 32_768;
+/// Per-stream ceiling for stdout and stderr before head+tail truncation.
+pub const DEFAULT_MAX_STREAM_BYTES: u64 = 16_384;
+/// Python linear-memory ceiling a request's `memory_mb` may ask for.
+pub const DEFAULT_MAX_MEMORY_MB: u64 = 512;
+/// Python linear memory when a request names none.
+pub const DEFAULT_MEMORY_MB: u64 = 128;
+/// The least linear memory CPython 3.12 boots in (its heap and stdlib imports need ~30 MiB).
+pub const MIN_MEMORY_MB: u64 = 40;
+
+/// The worker's configuration, read from YAML or JSON; every key is optional.
+///
+/// Unknown keys are refused by name. `0` disables `max_result_bytes` and
+/// `max_stream_bytes`; [`Config::output_caps`] turns that into `None`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Live runtimes across both engines (default 32).
+    pub max_runtimes: usize,
+    /// Per run when unspecified (default 5000).
+    pub default_timeout_ms: u64,
+    /// Ceiling a request's `timeout_ms` is clamped to (default 30000).
+    pub max_timeout_ms: u64,
+    /// Reap runtimes idle this long (default 900).
+    pub idle_ttl_secs: u64,
+    /// V8 object-heap cap per node runtime (default 128).
+    pub heap_mb: u64,
+    /// Off-heap cap per node runtime (default 64).
+    pub external_mb: u64,
+    /// `iii.files` quota per node runtime; 0 disables it (default 8).
+    pub scratch_mb: u64,
+    /// Max files per node runtime (default 64).
+    pub scratch_files: u64,
+    /// Where node scratch directories live (default: the data directory).
+    pub scratch_root: Option<PathBuf>,
+    /// Append the usage guidance to agent system prompts (default true).
+    pub inject_guidance: bool,
+    /// Ceiling on the serialized result; 0 disables it (default 32768).
+    pub max_result_bytes: u64,
+    /// Ceiling on each of stdout/stderr; 0 disables it (default 16384).
+    pub max_stream_bytes: u64,
+    /// Ceiling on a python request's `memory_mb` (default 512).
+    pub max_memory_mb: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_runtimes: DEFAULT_MAX_RUNTIMES,
+            default_timeout_ms: DEFAULT_TIMEOUT_MS,
+            max_timeout_ms: DEFAULT_MAX_TIMEOUT_MS,
+            idle_ttl_secs: DEFAULT_IDLE_TTL_SECS,
+            heap_mb: DEFAULT_HEAP_MB,
+            external_mb: DEFAULT_EXTERNAL_MB,
+            scratch_mb: DEFAULT_SCRATCH_MB,
+            scratch_files: DEFAULT_SCRATCH_FILES,
+            scratch_root: None,
+            inject_guidance: true,
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+            max_stream_bytes: DEFAULT_MAX_STREAM_BYTES,
+            max_memory_mb: DEFAULT_MAX_MEMORY_MB,
+        }
+    }
+}
+
+impl Config {
+    /// Checks the relations between keys; the message names the offending key.
+    ///
+    /// # Errors
+    /// `code-runner::invalid_request` for a zero `max_runtimes` or timeout, a
+    /// `default_timeout_ms` above `max_timeout_ms`, or a `max_memory_mb` below
+    /// the interpreter's minimum.
+    pub fn validate(&self) -> Result<(), RunnerError> {
+        if self.max_runtimes == 0 {
+            return Err(RunnerError::invalid(
+                "config key max_runtimes must be at least 1",
+            ));
+        }
+        if self.default_timeout_ms == 0 || self.max_timeout_ms == 0 {
+            return Err(RunnerError::invalid(
+                "config keys default_timeout_ms and max_timeout_ms must be at least 1",
+            ));
+        }
+        if self.default_timeout_ms > self.max_timeout_ms {
+            return Err(RunnerError::invalid(format!(
+                "config key default_timeout_ms ({}) exceeds max_timeout_ms ({})",
+                self.default_timeout_ms, self.max_timeout_ms
+            )));
+        }
+        if self.idle_ttl_secs == 0 {
+            return Err(RunnerError::invalid(
+                "config key idle_ttl_secs must be at least 1",
+            ));
+        }
+        if self.max_memory_mb < MIN_MEMORY_MB {
+            return Err(RunnerError::invalid(format!(
+                "config key max_memory_mb ({}) is below the interpreter's minimum of {MIN_MEMORY_MB}",
+                self.max_memory_mb
+            )));
+        }
+        Ok(())
+    }
+
+    /// Parses YAML (JSON is YAML too) and validates it.
+    ///
+    /// # Errors
+    /// `code-runner::invalid_request` naming the unknown key, the mistyped
+    /// value or the failed relation.
+    pub fn from_yaml(text: &str) -> Result<Config, RunnerError> {
+        let config: Config = if text.trim().is_empty() {
+            Config::default()
+        } else {
+            serde_yaml_ng::from_str(text)
+                .map_err(|err| RunnerError::invalid(format!("configuration: {err}")))?
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The output caps, with the contract's "0 disables" turned into `None`.
+    pub fn output_caps(&self) -> OutputCaps {
+        OutputCaps {
+            max_result_bytes: nonzero(self.max_result_bytes),
+            max_stream_bytes: nonzero(self.max_stream_bytes),
+        }
+    }
+
+    /// The budget for a run asking for `timeout_ms`: the default when absent, clamped to the maximum.
+    ///
+    /// # Errors
+    /// `code-runner::invalid_request` for `timeout_ms: 0`.
+    pub fn timeout(&self, timeout_ms: Option<u64>) -> Result<Duration, RunnerError> {
+        match timeout_ms {
+            Some(0) => Err(RunnerError::invalid("timeout_ms must be at least 1")),
+            Some(ms) => Ok(Duration::from_millis(ms.min(self.max_timeout_ms))),
+            None => Ok(Duration::from_millis(
+                self.default_timeout_ms.min(self.max_timeout_ms),
+            )),
+        }
+    }
+
+    /// The python linear-memory ceiling for a new runtime asking for `memory_mb`.
+    ///
+    /// # Errors
+    /// `code-runner::invalid_request` below [`MIN_MEMORY_MB`] or above `max_memory_mb`.
+    pub fn memory_mb(&self, memory_mb: Option<u64>) -> Result<u64, RunnerError> {
+        let mb = memory_mb.unwrap_or(DEFAULT_MEMORY_MB.min(self.max_memory_mb));
+        if mb < MIN_MEMORY_MB || mb > self.max_memory_mb {
+            return Err(RunnerError::invalid(format!(
+                "memory_mb {mb} is outside {MIN_MEMORY_MB}..={}",
+                self.max_memory_mb
+            )));
+        }
+        Ok(mb)
+    }
+}
+
+fn nonzero(bytes: u64) -> Option<usize> {
+    (bytes > 0).then(|| usize::try_from(bytes).unwrap_or(usize::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The defaults are the contract's table; a drift here changes every deployment.
+    #[test]
+    fn empty_yaml_gives_the_contract_defaults() {
+        let config = Config::from_yaml("").unwrap();
+        assert_eq!(config.max_runtimes, 32);
+        assert_eq!(config.default_timeout_ms, 5000);
+        assert_eq!(config.max_timeout_ms, 30000);
+        assert_eq!(config.idle_ttl_secs, 900);
+        assert_eq!(config.heap_mb, 128);
+        assert_eq!(config.external_mb, 64);
+        assert_eq!(config.scratch_mb, 8);
+        assert_eq!(config.scratch_files, 64);
+        assert_eq!(config.scratch_root, None);
+        assert!(config.inject_guidance);
+        assert_eq!(config.max_result_bytes, 32768);
+        assert_eq!(config.max_stream_bytes, 16384);
+        assert_eq!(config.max_memory_mb, 512);
+    }
+
+    /// An unknown key must be named, not silently ignored.
+    #[test]
+    fn unknown_key_is_refused_by_name() {
+        let err = Config::from_yaml("max_runtime: 3\n").unwrap_err();
+        assert!(err.message.contains("max_runtime"), "{}", err.message);
+    }
+
+    /// Zero disables a cap: inner code sees `None`.
+    #[test]
+    fn zero_disables_caps() {
+        let config = Config::from_yaml("max_result_bytes: 0\nmax_stream_bytes: 10").unwrap();
+        let caps = config.output_caps();
+        assert_eq!(caps.max_result_bytes, None);
+        assert_eq!(caps.max_stream_bytes, Some(10));
+    }
+
+    /// Timeouts are clamped, defaulted, and zero is refused.
+    #[test]
+    fn timeout_is_clamped_and_defaulted() {
+        let config = Config::default();
+        assert_eq!(config.timeout(None).unwrap(), Duration::from_millis(5000));
+        assert_eq!(
+            config.timeout(Some(999_999)).unwrap(),
+            Duration::from_millis(30000)
+        );
+        assert_eq!(config.timeout(Some(10)).unwrap(), Duration::from_millis(10));
+        assert!(config.timeout(Some(0)).is_err());
+    }
+
+    /// Memory requests outside the bounds name the bounds.
+    #[test]
+    fn memory_bounds_are_enforced() {
+        let config = Config::default();
+        assert_eq!(config.memory_mb(None).unwrap(), 128);
+        assert_eq!(config.memory_mb(Some(40)).unwrap(), 40);
+        assert!(config.memory_mb(Some(39)).is_err());
+        assert!(
+            config
+                .memory_mb(Some(513))
+                .unwrap_err()
+                .message
+                .contains("40..=512")
+        );
+    }
+
+    /// Relations between keys are checked once, at load.
+    #[test]
+    fn default_timeout_above_max_is_refused() {
+        let err = Config::from_yaml("default_timeout_ms: 40000").unwrap_err();
+        assert!(err.message.contains("default_timeout_ms"));
+    }
+}

@@ -1,0 +1,225 @@
+//! The engine seam: what every engine implements and what it reports.
+//!
+//! An [`Engine`] boots [`Runtime`]s; a runtime runs one [`TurnSpec`] at a time
+//! and answers a [`TurnOutcome`]. Engines never see the bus, HTTP or the
+//! output-cap policy: they report raw facts (bounded streams, the completion,
+//! a [`Fault`]) and the caller settles them ([`crate::settle`]).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::bindings::{Bindings, BoxFuture};
+use crate::caps::{ResultShape, StreamBuffer};
+use crate::error::{ErrorCode, RunnerError};
+use crate::wire::Lang;
+
+/// Options fixed when a runtime is created (the per-runtime tier of limits).
+#[derive(Debug, Clone)]
+pub struct RuntimeOptions {
+    /// Linear-memory (python) or heap (node) ceiling in MiB.
+    pub memory_mb: u64,
+    /// The host directory the program sees as its working directory.
+    pub work_dir: PathBuf,
+    /// Mount the working directory read-only.
+    pub read_only: bool,
+}
+
+/// One turn: a program, its budget, its bindings and its caps.
+#[derive(Debug, Clone)]
+pub struct TurnSpec {
+    /// The source to run, in the runtime's language.
+    pub program: String,
+    /// Wall-clock budget, already clamped by the caller.
+    pub timeout: Duration,
+    /// Host functions exposed as globals for this turn.
+    pub bindings: Bindings,
+    /// Per-stream ceiling the engine's buffers keep (`None`: the hard ceiling).
+    pub max_stream_bytes: Option<usize>,
+    /// Fires to stop the turn hard.
+    pub abort: AbortSignal,
+}
+
+/// A cancellation flag shared between a caller and a running turn.
+#[derive(Debug, Clone, Default)]
+pub struct AbortSignal(Arc<AtomicBool>);
+
+impl AbortSignal {
+    /// A signal that has not fired.
+    pub fn new() -> Self {
+        AbortSignal::default()
+    }
+
+    /// Fires the signal: the turn stops at its next check (within milliseconds).
+    pub fn abort(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the signal fired.
+    pub fn is_aborted(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// What the program left as its completion value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Completion {
+    /// No value (python: `result` unassigned or `None`; node: `undefined`).
+    Absent,
+    /// A lossless JSON value.
+    Value(Value),
+    /// A value JSON cannot represent losslessly; the text says why.
+    NotJson(String),
+    /// A value too large to carry across the engine boundary: its facts only.
+    Oversize {
+        /// Serialized size in bytes.
+        bytes: u64,
+        /// Its shape, for the omission marker.
+        shape: ResultShape,
+    },
+}
+
+/// Why a turn did not run to its program's end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// The wall-clock budget expired.
+    Timeout {
+        /// The budget that expired.
+        budget: Duration,
+    },
+    /// The [`AbortSignal`] fired.
+    Aborted,
+    /// A per-runtime cap (memory, `/work` quota, stack) was hit; the text names it and its number.
+    ResourceExhausted(String),
+    /// The substrate died without settling.
+    Crashed(String),
+    /// Host and guest disagreed about the protocol.
+    Protocol(String),
+    /// The engine could not be started at all (e.g. python.wasm missing).
+    Unavailable(String),
+}
+
+impl Fault {
+    /// The seam's failure kind for this fault.
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            Fault::Timeout { .. } => FailureKind::Timeout,
+            Fault::Aborted => FailureKind::Abort,
+            Fault::ResourceExhausted(_) | Fault::Crashed(_) => FailureKind::WorkerExit,
+            Fault::Protocol(_) => FailureKind::Protocol,
+            Fault::Unavailable(_) => FailureKind::SandboxUnavailable,
+        }
+    }
+
+    /// The worker's contract error for this fault.
+    pub fn to_runner_error(&self) -> RunnerError {
+        let (code, message) = match self {
+            Fault::Timeout { budget } => (
+                ErrorCode::Timeout,
+                format!("run exceeded its {} ms budget", budget.as_millis()),
+            ),
+            Fault::Aborted => (
+                ErrorCode::Expired,
+                "the runtime was torn down mid-run".to_string(),
+            ),
+            Fault::ResourceExhausted(what) => (ErrorCode::ResourceExhausted, what.clone()),
+            Fault::Crashed(what) => (ErrorCode::Engine, format!("the interpreter died: {what}")),
+            Fault::Protocol(what) => (ErrorCode::Engine, format!("engine protocol error: {what}")),
+            Fault::Unavailable(what) => (ErrorCode::Engine, what.clone()),
+        };
+        RunnerError::new(code, message)
+    }
+
+    /// The human-readable message, as the seam reports it.
+    pub fn message(&self) -> String {
+        match self {
+            Fault::Timeout { budget } => {
+                format!("wall-clock budget of {} ms expired", budget.as_millis())
+            }
+            Fault::Aborted => "the run was aborted".to_string(),
+            other => other.to_runner_error().message,
+        }
+    }
+}
+
+/// The seam's failure taxonomy: orthogonal outcomes, reported independently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureKind {
+    /// The program threw or failed to parse.
+    Exception,
+    /// A budget expired; the message says which.
+    Timeout,
+    /// The abort signal fired.
+    Abort,
+    /// The substrate died without settling (e.g. out of memory).
+    WorkerExit,
+    /// The completion value was not lossless JSON.
+    InvalidOutput,
+    /// The serialized logs plus value or message exceeded the cap.
+    OutputLimit,
+    /// Host and guest disagreed about the protocol.
+    Protocol,
+    /// The engine could not run the program at all.
+    SandboxUnavailable,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnEnding {
+    /// The program ran to its end (or raised, or exited).
+    Exited {
+        /// 0, 1 for an uncaught exception, `n` for an explicit exit.
+        exit_code: i64,
+        /// The completion value; `Absent` when the program failed.
+        completion: Completion,
+        /// The uncaught exception's text, also written to stderr.
+        exception: Option<String>,
+    },
+    /// The turn was stopped; the runtime may have lost its interpreter.
+    Faulted(Fault),
+}
+
+/// Everything a turn produced.
+#[derive(Debug, Clone)]
+pub struct TurnOutcome {
+    /// Bounded standard output.
+    pub stdout: StreamBuffer,
+    /// Bounded standard error.
+    pub stderr: StreamBuffer,
+    /// How it ended.
+    pub ending: TurnEnding,
+}
+
+/// A live runtime: state that persists from one turn to the next.
+pub trait Runtime: Send + Sync {
+    /// The runtime's language.
+    fn lang(&self) -> Lang;
+
+    /// Runs one turn. Program failures and faults are part of the outcome;
+    /// turns on one runtime are serialized by the runtime.
+    fn run(&self, turn: TurnSpec) -> BoxFuture<'_, TurnOutcome>;
+
+    /// Stops any running turn and frees the runtime; resolves once it is gone.
+    fn close(&self) -> BoxFuture<'_, ()>;
+}
+
+/// An engine: boots runtimes of one language.
+pub trait Engine: Send + Sync {
+    /// The language this engine runs.
+    fn lang(&self) -> Lang;
+
+    /// Boots a runtime with per-runtime options.
+    ///
+    /// # Errors
+    /// `code-runner::engine` when the engine cannot start (its message says
+    /// what to do), `code-runner::resource_exhausted` when the options cannot
+    /// be honoured.
+    fn spawn(
+        &self,
+        options: RuntimeOptions,
+    ) -> BoxFuture<'_, Result<Arc<dyn Runtime>, RunnerError>>;
+}

@@ -1,0 +1,58 @@
+//! The code-runner contract: everything both engines and the worker agree on.
+//!
+//! - [`wire`]: the JSON request and response bodies, with their JSON Schemas.
+//! - [`ErrorCode`] and [`RunnerError`]: the eight contract error codes.
+//! - [`caps`]: output caps, one implementation for every engine.
+//! - [`Config`]: every configuration key with its default.
+//! - [`Engine`] and [`Runtime`]: the seam engines implement; [`Bindings`]:
+//!   host functions a program sees as globals; [`Fault`] and [`FailureKind`]:
+//!   the failure taxonomy.
+//! - [`CodeRuntime`]: the public embedding API (resolve, run, dispose).
+//!
+//! No engine code lives here.
+//!
+//! # Example
+//!
+//! The output caps bite the same way for every engine:
+//!
+//! ```
+//! use code_runner_core::caps::{cap_result, Stream, StreamBuffer};
+//! use serde_json::json;
+//!
+//! let big = json!((0..100_000).collect::<Vec<u32>>());
+//! let capped = cap_result(big, Some(32_768));
+//! assert!(capped.as_str().unwrap().starts_with("<omitted: result was ~575 KB (100000 array elements)"));
+//!
+//! let mut stdout = StreamBuffer::new(Stream::Stdout, Some(1000));
+//! for _ in 0..100_000 { stdout.push(b"spam\n"); }
+//! assert!(stdout.render().contains("[…stdout truncated: was ~488 KB; middle omitted]"));
+//! ```
+
+#![deny(missing_docs)]
+
+mod bindings;
+pub mod caps;
+mod code_runtime;
+mod config;
+mod engine;
+mod error;
+mod settle;
+pub mod wire;
+
+pub use bindings::{
+    BindingCall, BindingError, BindingFn, BindingNamespace, Bindings, BoxFuture, ErrorClass,
+    RESERVED_BINDING_GLOBALS, RESERVED_ERROR_MEMBERS, RESERVED_WORDS,
+};
+pub use caps::OutputCaps;
+pub use code_runtime::{
+    CodeRunFailure, CodeRunRequest, CodeRunResult, CodeRunSandbox, CodeRunSpec, CodeRuntime,
+    CodeRuntimeOptions, SandboxEnforcement, SandboxMode, WORK_DIR,
+};
+pub use config::*;
+pub use engine::{
+    AbortSignal, Completion, Engine, FailureKind, Fault, Runtime, RuntimeOptions, TurnEnding,
+    TurnOutcome, TurnSpec,
+};
+pub use error::{ErrorCode, RunnerError};
+pub use settle::{Settled, ValuePolicy, settle_completion, settle_response};
+pub use wire::{Lang, RunRequest, RunResponse, TeardownRequest, TeardownResponse};

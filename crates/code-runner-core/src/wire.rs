@@ -1,0 +1,158 @@
+//! The wire contract: request and response bodies of the worker's functions.
+//!
+//! Field names equal the wire names, and every request rejects unknown fields
+//! so a typo (`timeout` for `timeout_ms`) is an error naming the field, not a
+//! silently ignored option.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Which engine backs a runtime.
+///
+/// Only `node` and `python` are accepted; anything else fails deserialization
+/// before a handler runs, so the schema itself is the validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Lang {
+    /// JavaScript in a V8 isolate.
+    Node,
+    /// CPython 3.12 compiled to WebAssembly, in wasmtime.
+    Python,
+}
+
+impl Lang {
+    /// The wire spelling: `"node"` or `"python"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lang::Node => "node",
+            Lang::Python => "python",
+        }
+    }
+}
+
+impl std::fmt::Display for Lang {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The request of `code-runner::run`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "RunRequest")]
+pub struct RunRequest {
+    /// Node: an async function body (`return x` sets `result`; `await` works). Python: a module (assign `result = x`). A global `iii` is in scope.
+    pub code: String,
+    /// When `runtime_id` is omitted: `true` leaves the runtime running and returns its `runtime_id`; `false` destroys it after the run.
+    #[serde(default)]
+    pub keep: bool,
+    /// Required when `runtime_id` is omitted; on an existing runtime omit it or pass the runtime's own language.
+    #[serde(default)]
+    pub lang: Option<Lang>,
+    /// Run in this existing runtime (from a keep: true run), sharing its globals and scratch; it is not destroyed afterwards. Omit to run one-shot.
+    #[serde(default)]
+    pub runtime_id: Option<String>,
+    /// Wall-clock budget in milliseconds, clamped to the configured maximum.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Python only: linear-memory ceiling in MiB for a new runtime (default 128, at least 40, at most the configured `max_memory_mb`). Fixed when the runtime is created, so it is refused alongside a `runtime_id`.
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
+}
+
+/// The response of `code-runner::run`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "RunResponse")]
+pub struct RunResponse {
+    /// What the program wrote to standard output, capped by `max_stream_bytes`.
+    pub stdout: String,
+    /// What the program wrote to standard error, capped by `max_stream_bytes`.
+    pub stderr: String,
+    /// The program's exit status: 0 on success, 1 for an uncaught exception, `n` for `SystemExit(n)`.
+    pub exit_code: i64,
+    /// Whether `exit_code` is 0.
+    pub success: bool,
+    /// Wall-clock milliseconds the run took inside the worker.
+    pub duration_ms: u64,
+    /// The completion value: what the code returned (node) or assigned to `result` (python). Null when it returned nothing, when it returned something JSON cannot represent, or when the run failed.
+    ///
+    /// Always present, never skipped — unlike `runtime_id`, a null result is information ("the code returned nothing") rather than an absence.
+    pub result: Value,
+    /// Present when this run addresses a runtime that outlives the call — a `keep: true` run that SUCCEEDED, or a `runtime_id` echoed back. Absent, not null, otherwise: there is nothing to address. Treat a present value as a secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_id: Option<String>,
+}
+
+/// The request of `code-runner::teardown`.
+///
+/// Exactly one of `runtime_id` or `namespace` must be set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "TeardownRequest")]
+pub struct TeardownRequest {
+    /// A register_function namespace, e.g. "app" for app::greet.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// A runtime_id from a keep: true run.
+    #[serde(default)]
+    pub runtime_id: Option<String>,
+}
+
+/// The response of `code-runner::teardown`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "TeardownResponse")]
+pub struct TeardownResponse {
+    /// Whether a runtime was destroyed.
+    pub torn_down: bool,
+    /// Bus function ids this teardown unregistered, across every runtime it destroyed.
+    pub unregistered: Vec<String>,
+    /// Set when this teardown was addressed by `runtime_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_id: Option<String>,
+    /// Set when addressed by `namespace` — echoed in its canonical `app::` form, since more than one runtime (one per language) can back it and there is no single `runtime_id` to report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// The request of `engine::functions::info`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "FunctionsInfoRequest")]
+pub struct FunctionsInfoRequest {
+    /// The function ids to describe.
+    pub function_ids: Vec<String>,
+}
+
+/// One entry of `engine::functions::info`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FunctionInfo {
+    /// The function id asked about.
+    pub function_id: String,
+    /// What the function does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// JSON Schema of the payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_schema: Option<Value>,
+    /// JSON Schema of the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_schema: Option<Value>,
+    /// Set instead of the rest when the id is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The response of `engine::functions::info`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "FunctionsInfoResponse")]
+pub struct FunctionsInfoResponse {
+    /// One entry per asked id, in the order asked.
+    pub functions: Vec<FunctionInfo>,
+}
+
+/// The JSON Schema (draft-07) of `T`, as `engine::functions::info` shows it.
+pub fn schema_of<T: JsonSchema>() -> Value {
+    let generator = schemars::generate::SchemaSettings::draft07().into_generator();
+    generator.into_root_schema_for::<T>().to_value()
+}

@@ -1,0 +1,244 @@
+# code-runner's guest wrapper: runs inside python.wasm, one turn at a time.
+#
+# The host writes frames to our fd 0 ("<length>\n<json>"); we answer with one
+# fd_write on fd 0 per frame, prefixed by the per-boot token the host sent
+# first. The host treats fd 0 writes without the token as noise and answers a
+# guest's own read of fd 0 with end-of-file, so guest code that reads stdin or
+# writes fd 0/1 by hand cannot break the channel. fd 1 and fd 2 are the guest's
+# stdout and stderr, captured (and capped) by the host as they are written.
+import builtins as _builtins
+import io as _io
+import json as _json
+import math as _math
+import os as _os
+import sys as _sys
+import traceback as _traceback
+
+_MAX_FRAME = 64 * 1024 * 1024
+
+
+def _main():
+    read_fd = 0
+
+    def read_exact(n):
+        chunks = []
+        while n > 0:
+            chunk = _os.read(read_fd, min(n, 1 << 20))
+            if not chunk:
+                raise EOFError("host channel closed")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def read_frame():
+        header = b""
+        while not header.endswith(b"\n"):
+            byte = _os.read(read_fd, 1)
+            if not byte:
+                raise EOFError("host channel closed")
+            header += byte
+        return _json.loads(read_exact(int(header)).decode("utf-8"))
+
+    boot = read_frame()
+    token = boot["token"].encode("ascii")
+
+    def send(payload):
+        frame = token + payload
+        view = memoryview(frame)
+        while view:
+            written = _os.write(0, view)
+            view = view[written:]
+
+    class NotJson(Exception):
+        pass
+
+    def check(value, path, depth, active):
+        kind = type(value)
+        if value is None or kind is bool or kind is int:
+            return
+        if kind is float:
+            if not _math.isfinite(value):
+                raise NotJson(f"{value!r} at {path} has no JSON form")
+            return
+        if kind is str:
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise NotJson(f"the string at {path} holds a lone surrogate") from None
+            return
+        if depth > 200:
+            raise NotJson(f"{path} is nested more than 200 levels deep")
+        if kind is list or kind is tuple or kind is dict:
+            if id(value) in active:
+                raise NotJson(f"{path} is a cycle")
+            active.add(id(value))
+            if kind is dict:
+                for key, item in value.items():
+                    if type(key) is not str:
+                        raise NotJson(f"{path} has a non-string key {key!r}")
+                    check(key, path, depth, active)
+                    check(item, f"{path}[{key!r}]", depth + 1, active)
+            else:
+                for index, item in enumerate(value):
+                    check(item, f"{path}[{index}]", depth + 1, active)
+            active.discard(id(value))
+            return
+        raise NotJson(f"{path} is a {kind.__name__}, which JSON cannot represent")
+
+    def to_json(value, path):
+        check(value, path, 0, set())
+        return _json.dumps(value, ensure_ascii=False, allow_nan=False, check_circular=False,
+                           separators=(",", ":")).encode("utf-8")
+
+    def shape(value):
+        if isinstance(value, (list, tuple)):
+            return ["array", len(value)]
+        if isinstance(value, dict):
+            return ["object", len(value)]
+        if isinstance(value, str):
+            return ["string", len(value)]
+        return ["scalar", 0]
+
+    class BindingError(Exception):
+        def __init__(self, code, message):
+            super().__init__(f"{code}: {message}" if code else message)
+            self.code = code
+            self.message = message
+
+    def make_member(ns_global, member, error_class, member_property):
+        def call(*args, **kwargs):
+            if args and kwargs or len(args) > 1:
+                raise TypeError(f"{ns_global}.{member} takes one argument (a JSON value) or keywords")
+            arg = args[0] if args else (kwargs if kwargs else None)
+            try:
+                body = to_json(arg, "argument")
+            except NotJson as err:
+                raise TypeError(f"{ns_global}.{member}: {err}") from None
+            head = _json.dumps({"t": "call", "ns": ns_global, "fn": member}, ensure_ascii=False)
+            send(head.encode("utf-8")[:-1] + b',"args":' + body + b"}")
+            reply = read_frame()
+            if "ok" in reply:
+                return reply["ok"]
+            err = reply.get("err") or {}
+            code, message = err.get("code"), err.get("message", "binding call failed")
+            if error_class is None:
+                raise BindingError(code, message)
+            exc = error_class(f"{code}: {message}" if code else message)
+            exc.code = code
+            exc.message = message
+            setattr(exc, member_property, member)
+            raise exc
+        call.__name__ = call.__qualname__ = member if member.isidentifier() else "binding"
+        return call
+
+    class Namespace:
+        __slots__ = ("_members", "_values", "_global")
+
+        def __init__(self, ns_global, members, values):
+            object.__setattr__(self, "_global", ns_global)
+            object.__setattr__(self, "_members", members)
+            object.__setattr__(self, "_values", values)
+
+        def __getattr__(self, name):
+            values = object.__getattribute__(self, "_values")
+            if name in values:
+                return values[name]
+            members = object.__getattribute__(self, "_members")
+            if name in members:
+                return members[name]
+            raise AttributeError(f"{object.__getattribute__(self, '_global')} has no member {name!r}")
+
+        def __getitem__(self, name):
+            members = object.__getattribute__(self, "_members")
+            if name in members:
+                return members[name]
+            values = object.__getattribute__(self, "_values")
+            if name in values:
+                return values[name]
+            raise KeyError(name)
+
+        def __contains__(self, name):
+            return name in object.__getattribute__(self, "_members") or name in object.__getattribute__(self, "_values")
+
+        def __dir__(self):
+            return sorted(set(object.__getattribute__(self, "_members")) | set(object.__getattribute__(self, "_values")))
+
+        def __setattr__(self, name, value):
+            raise AttributeError("binding namespaces are read-only")
+
+        def __repr__(self):
+            return f"<bindings {object.__getattribute__(self, '_global')}: {', '.join(self.__dir__())}>"
+
+    def install(env, namespaces):
+        for spec in namespaces:
+            ns_global = spec["global"]
+            error_class = None
+            member_property = None
+            declared = spec.get("error_class")
+            if declared:
+                error_class = type(declared["name"], (Exception,), {})
+                member_property = declared["member_name_property"]
+                env[declared["name"]] = error_class
+            members = {name: make_member(ns_global, name, error_class, member_property)
+                       for name in spec["functions"]}
+            env[ns_global] = Namespace(ns_global, members, dict(spec.get("values") or {}))
+
+    def report_exception(exc):
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != "<run>":
+            tb = tb.tb_next
+        text = "".join(_traceback.format_exception(type(exc), exc, tb))
+        _sys.stderr.write(text)
+        return text
+
+    env = {"__name__": "__main__", "__builtins__": _builtins}
+    _sys.argv = [""]
+    _sys.stdin = _io.StringIO("")
+    del boot
+
+    while True:
+        turn = read_frame()
+        install(env, turn.get("bindings") or [])
+        env.pop("result", None)
+        exit_code = 0
+        exception = None
+        try:
+            exec(compile(turn["code"], "<run>", "exec"), env)
+        except SystemExit as exc:
+            code = exc.code
+            if code is None:
+                exit_code = 0
+            elif type(code) is int:
+                exit_code = code
+            else:
+                _sys.stderr.write(f"{code}\n")
+                exit_code = 1
+        except BaseException as exc:  # noqa: B036 - a guest's KeyboardInterrupt is its own failure
+            exit_code = 1
+            exception = report_exception(exc)
+        del turn
+        for stream in (_sys.stdout, _sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        head = {"t": "done", "exit_code": exit_code}
+        if exception is not None:
+            head["exception"] = exception
+        value = env.get("result") if exit_code == 0 else None
+        body = b""
+        if value is not None:
+            try:
+                encoded = to_json(value, "result")
+                if len(encoded) > _MAX_FRAME:
+                    head["oversize"] = {"bytes": len(encoded), "shape": shape(value)}
+                else:
+                    body = b',"result":' + encoded
+            except NotJson as err:
+                head["not_json"] = str(err)
+            except RecursionError:
+                head["not_json"] = "the result is nested too deeply"
+        send(_json.dumps(head, ensure_ascii=False).encode("utf-8", "replace")[:-1] + body + b"}")
+
+
+_main()

@@ -1,0 +1,119 @@
+//! The python engine through real wasmtime: turns, persistence and limits.
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use code_runner_core::{
+    AbortSignal, BindingNamespace, Bindings, Completion, Engine, Fault, Runtime, RuntimeOptions,
+    TurnEnding, TurnOutcome, TurnSpec,
+};
+use code_runner_python::PythonEngine;
+use serde_json::{Value, json};
+
+fn engine() -> PythonEngine {
+    static ENGINE: OnceLock<PythonEngine> = OnceLock::new();
+    ENGINE
+        .get_or_init(|| {
+            PythonEngine::from_default_location()
+                .expect("python.wasm: run scripts/fetch-python-wasm")
+        })
+        .clone()
+}
+
+async fn runtime(memory_mb: u64) -> (Arc<dyn Runtime>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = RuntimeOptions {
+        memory_mb,
+        work_dir: dir.path().to_path_buf(),
+        read_only: false,
+    };
+    (engine().spawn(options).await.expect("boot"), dir)
+}
+
+fn turn(program: &str) -> TurnSpec {
+    TurnSpec {
+        program: program.into(),
+        timeout: Duration::from_secs(10),
+        bindings: Bindings::none(),
+        max_stream_bytes: Some(16_384),
+        abort: AbortSignal::new(),
+    }
+}
+
+fn value(outcome: &TurnOutcome) -> Value {
+    match &outcome.ending {
+        TurnEnding::Exited {
+            exit_code: 0,
+            completion: Completion::Value(v),
+            ..
+        } => v.clone(),
+        other => panic!(
+            "expected a value, got {other:?}; stderr: {}",
+            outcome.stderr.render()
+        ),
+    }
+}
+
+/// The smallest turn: a value comes back through the framed channel.
+#[tokio::test(flavor = "multi_thread")]
+async fn result_comes_back() {
+    let (rt, _dir) = runtime(128).await;
+    let out = rt.run(turn("result = 2 + 2\nprint('hi')")).await;
+    assert_eq!(value(&out), json!(4));
+    assert_eq!(out.stdout.render(), "hi\n");
+    rt.close().await;
+}
+
+/// Globals persist between turns; `result` does not.
+#[tokio::test(flavor = "multi_thread")]
+async fn globals_persist_and_result_is_cleared() {
+    let (rt, _dir) = runtime(128).await;
+    assert_eq!(
+        value(&rt.run(turn("x = 41\nresult = 'set'")).await),
+        json!("set")
+    );
+    assert_eq!(value(&rt.run(turn("result = x + 1")).await), json!(42));
+    let out = rt.run(turn("y = 1")).await;
+    assert!(matches!(
+        out.ending,
+        TurnEnding::Exited {
+            exit_code: 0,
+            completion: Completion::Absent,
+            ..
+        }
+    ));
+    rt.close().await;
+}
+
+/// A busy loop is stopped by the epoch callback on time.
+#[tokio::test(flavor = "multi_thread")]
+async fn busy_loop_times_out() {
+    let (rt, _dir) = runtime(128).await;
+    let mut spec = turn("while True: pass");
+    spec.timeout = Duration::from_millis(300);
+    let started = Instant::now();
+    let out = rt.run(spec).await;
+    assert!(
+        matches!(out.ending, TurnEnding::Faulted(Fault::Timeout { .. })),
+        "{:?}",
+        out.ending
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+    rt.close().await;
+}
+
+/// A binding call crosses to the host and back.
+#[tokio::test(flavor = "multi_thread")]
+async fn binding_round_trip() {
+    let (rt, _dir) = runtime(128).await;
+    let tools = BindingNamespace::new("tools")
+        .function("echo", |args, _| async move { Ok(json!({ "got": args })) })
+        .value("name", json!("tools-ns"));
+    let mut spec = turn("result = [tools.echo({'a': 'é'}), tools.name]");
+    spec.bindings = Bindings::new(vec![tools]).unwrap();
+    assert_eq!(
+        value(&rt.run(spec).await),
+        json!([{ "got": { "a": "é" } }, "tools-ns"])
+    );
+    rt.close().await;
+}

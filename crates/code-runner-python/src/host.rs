@@ -28,6 +28,44 @@ const MODULE: &str = "wasi_snapshot_preview1";
 /// How often a blocked host call re-checks its stop conditions.
 const SLICE: Duration = Duration::from_millis(5);
 
+/// The wasmtime-wasi functions the shadows delegate to, with their signatures
+/// as WAT types.
+const DELEGATED: &[(&str, &str)] = &[
+    ("fd_read", "(param i32 i32 i32 i32) (result i32)"),
+    ("fd_write", "(param i32 i32 i32 i32) (result i32)"),
+    ("fd_pwrite", "(param i32 i32 i32 i64 i32) (result i32)"),
+    ("fd_allocate", "(param i32 i64 i64) (result i32)"),
+    ("fd_filestat_set_size", "(param i32 i64) (result i32)"),
+    ("path_open", "(param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)"),
+    ("path_create_directory", "(param i32 i32 i32) (result i32)"),
+    ("path_symlink", "(param i32 i32 i32 i32 i32) (result i32)"),
+    ("path_link", "(param i32 i32 i32 i32 i32 i32 i32) (result i32)"),
+    ("poll_oneoff", "(param i32 i32 i32 i32) (result i32)"),
+];
+
+/// The trampoline: a tiny module that imports python's memory and the
+/// delegated wasmtime-wasi functions, re-exports the memory, and exports one
+/// forwarding function per import.
+///
+/// wasmtime-wasi finds guest memory through its caller's `memory` export, so
+/// a host function cannot call it directly; called from this instance, whose
+/// `memory` *is* python's, it works unchanged.
+pub fn trampoline_wat() -> String {
+    let mut wat = String::from("(module\n  (import \"env\" \"memory\" (memory 0))\n");
+    for (name, ty) in DELEGATED {
+        wat.push_str(&format!("  (import \"{MODULE}\" \"{name}\" (func ${name} {ty}))\n"));
+    }
+    wat.push_str("  (export \"memory\" (memory 0))\n");
+    for (name, ty) in DELEGATED {
+        let arity = ty.split(") (result").next().unwrap_or("").matches("i32").count()
+            + ty.split(") (result").next().unwrap_or("").matches("i64").count();
+        let args: String = (0..arity).map(|i| format!("local.get {i} ")).collect();
+        wat.push_str(&format!("  (func (export \"{name}\") {ty} {args}call ${name})\n"));
+    }
+    wat.push(')');
+    wat
+}
+
 /// The wasmtime-wasi implementations the shadows delegate to, per store.
 pub struct Originals {
     fd_read: TypedFunc<(i32, i32, i32, i32), i32>,
@@ -43,32 +81,30 @@ pub struct Originals {
 }
 
 impl Originals {
-    /// Instantiates wasmtime-wasi's own functions in `store`, from the unshadowed linker.
-    pub fn new(base: &Linker<Host>, store: &mut wasmtime::Store<Host>) -> wasmtime::Result<Self> {
-        fn get<P: wasmtime::WasmParams, R: wasmtime::WasmResults>(
-            base: &Linker<Host>,
-            store: &mut wasmtime::Store<Host>,
-            name: &str,
-        ) -> wasmtime::Result<TypedFunc<P, R>> {
-            let func = base
-                .get(&mut *store, MODULE, name)?
-                .into_func()
-                .ok_or_else(|| {
-                    wasmtime::Error::msg(format!("wasi function {name} is not a function"))
-                })?;
-            func.typed::<P, R>(&*store)
+    /// Instantiates the trampoline over python's `memory` and wasmtime-wasi's
+    /// own functions (from the unshadowed `base` linker).
+    pub fn new(
+        base: &Linker<Host>,
+        trampoline: &wasmtime::Module,
+        memory: Memory,
+        store: &mut wasmtime::Store<Host>,
+    ) -> wasmtime::Result<Self> {
+        let mut imports: Vec<Extern> = vec![memory.into()];
+        for (name, _) in DELEGATED {
+            imports.push(base.get(&mut *store, MODULE, name)?);
         }
+        let instance = wasmtime::Instance::new(&mut *store, trampoline, &imports)?;
         Ok(Originals {
-            fd_read: get(base, store, "fd_read")?,
-            fd_write: get(base, store, "fd_write")?,
-            fd_pwrite: get(base, store, "fd_pwrite")?,
-            fd_allocate: get(base, store, "fd_allocate")?,
-            fd_filestat_set_size: get(base, store, "fd_filestat_set_size")?,
-            path_open: get(base, store, "path_open")?,
-            path_create_directory: get(base, store, "path_create_directory")?,
-            path_symlink: get(base, store, "path_symlink")?,
-            path_link: get(base, store, "path_link")?,
-            poll_oneoff: get(base, store, "poll_oneoff")?,
+            fd_read: instance.get_typed_func(&mut *store, "fd_read")?,
+            fd_write: instance.get_typed_func(&mut *store, "fd_write")?,
+            fd_pwrite: instance.get_typed_func(&mut *store, "fd_pwrite")?,
+            fd_allocate: instance.get_typed_func(&mut *store, "fd_allocate")?,
+            fd_filestat_set_size: instance.get_typed_func(&mut *store, "fd_filestat_set_size")?,
+            path_open: instance.get_typed_func(&mut *store, "path_open")?,
+            path_create_directory: instance.get_typed_func(&mut *store, "path_create_directory")?,
+            path_symlink: instance.get_typed_func(&mut *store, "path_symlink")?,
+            path_link: instance.get_typed_func(&mut *store, "path_link")?,
+            poll_oneoff: instance.get_typed_func(&mut *store, "poll_oneoff")?,
         })
     }
 }

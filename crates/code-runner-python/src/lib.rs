@@ -89,6 +89,7 @@ pub(crate) struct Shared {
     pub(crate) engine: wasmtime::Engine,
     pub(crate) base_linker: Linker<Host>,
     pub(crate) instance_pre: InstancePre<Host>,
+    pub(crate) trampoline: wasmtime::Module,
 }
 
 /// The python engine: one wasmtime engine and one compiled python.wasm per process.
@@ -134,12 +135,15 @@ impl PythonEngine {
         let instance_pre = linker
             .instantiate_pre(&module)
             .map_err(|e| PythonError::Wasmtime(format!("{e:#}")))?;
+        let trampoline = wasmtime::Module::new(&engine, host::trampoline_wat())
+            .map_err(|e| PythonError::Wasmtime(format!("trampoline: {e:#}")))?;
         start_ticker(&engine);
         Ok(PythonEngine {
             shared: Arc::new(Shared {
                 engine,
                 base_linker,
                 instance_pre,
+                trampoline,
             }),
         })
     }

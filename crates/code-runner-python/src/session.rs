@@ -458,12 +458,18 @@ fn run_interpreter(
         }
         None => Ok(UpdateDeadline::Continue(1)),
     });
-    let started = Originals::new(&boot.shared.base_linker, &mut store)
-        .and_then(|originals| {
+    let started = boot
+        .shared
+        .instance_pre
+        .instantiate(&mut store)
+        .and_then(|instance| {
+            let memory = instance
+                .get_memory(&mut store, "memory")
+                .ok_or_else(|| wasmtime::Error::msg("python.wasm exports no memory"))?;
+            let originals = Originals::new(&boot.shared.base_linker, &boot.shared.trampoline, memory, &mut store)?;
             store.data_mut().originals = Some(originals);
-            boot.shared.instance_pre.instantiate(&mut store)
+            instance.get_typed_func::<(), ()>(&mut store, "_start")
         })
-        .and_then(|instance| instance.get_typed_func::<(), ()>(&mut store, "_start"))
         .and_then(|start| start.call(&mut store, ()));
     let mut host = store.into_data();
     let death = host.settle_death(started);

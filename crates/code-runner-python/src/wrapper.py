@@ -193,6 +193,11 @@ def _main():
 
     env = {"__name__": "__main__", "__builtins__": _builtins}
     _sys.argv = [""]
+    try:
+        _os.chdir("/work")
+        _sys.path.insert(0, "/work")
+    except OSError:
+        pass
     _sys.stdin = _io.StringIO("")
     del boot
 

@@ -14,10 +14,14 @@ use serde_json::Value;
 /// before a handler runs, so the schema itself is the validation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[allow(
+    missing_docs,
+    reason = "variant docs would turn the schema's plain `enum` into `oneOf`"
+)]
 pub enum Lang {
-    /// JavaScript in a V8 isolate.
+    // JavaScript in a V8 isolate.
     Node,
-    /// CPython 3.12 compiled to WebAssembly, in wasmtime.
+    // CPython 3.12 compiled to WebAssembly, in wasmtime.
     Python,
 }
 
@@ -155,4 +159,145 @@ pub struct FunctionsInfoResponse {
 pub fn schema_of<T: JsonSchema>() -> Value {
     let generator = schemars::generate::SchemaSettings::draft07().into_generator();
     generator.into_root_schema_for::<T>().to_value()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `(property, JSON Schema type)` pairs and the required list of one schema.
+    fn shape(schema: &Value) -> (Vec<(String, Value)>, Vec<String>) {
+        let props = schema["properties"].as_object().expect("properties");
+        let mut pairs: Vec<(String, Value)> = props
+            .iter()
+            .map(|(k, v)| (k.clone(), v.get("type").cloned().unwrap_or(Value::Null)))
+            .collect();
+        pairs.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut required: Vec<String> = schema["required"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        required.sort();
+        (pairs, required)
+    }
+
+    fn pairs(items: &[(&str, Value)]) -> Vec<(String, Value)> {
+        items
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+
+    /// The schemas match the contract's field for field (names, types,
+    /// required); `memory_mb` is the one documented addition.
+    #[test]
+    fn schemas_match_the_contract() {
+        let run = schema_of::<RunRequest>();
+        assert_eq!(run["$schema"], "http://json-schema.org/draft-07/schema#");
+        assert_eq!(run["title"], "RunRequest");
+        assert_eq!(
+            shape(&run),
+            (
+                pairs(&[
+                    ("code", json!("string")),
+                    ("keep", json!("boolean")),
+                    ("lang", Value::Null),
+                    ("memory_mb", json!(["integer", "null"])),
+                    ("runtime_id", json!(["string", "null"])),
+                    ("timeout_ms", json!(["integer", "null"])),
+                ]),
+                vec!["code".to_string()]
+            )
+        );
+        assert_eq!(run["properties"]["keep"]["default"], json!(false));
+        assert_eq!(run["properties"]["lang"]["default"], Value::Null);
+        assert_eq!(
+            run["definitions"]["Lang"]["enum"],
+            json!(["node", "python"])
+        );
+
+        let response = schema_of::<RunResponse>();
+        assert_eq!(
+            shape(&response),
+            (
+                pairs(&[
+                    ("duration_ms", json!("integer")),
+                    ("exit_code", json!("integer")),
+                    ("result", Value::Null),
+                    ("runtime_id", json!(["string", "null"])),
+                    ("stderr", json!("string")),
+                    ("stdout", json!("string")),
+                    ("success", json!("boolean")),
+                ]),
+                [
+                    "duration_ms",
+                    "exit_code",
+                    "result",
+                    "stderr",
+                    "stdout",
+                    "success"
+                ]
+                .map(String::from)
+                .to_vec()
+            )
+        );
+
+        let teardown = schema_of::<TeardownRequest>();
+        assert_eq!(
+            shape(&teardown),
+            (
+                pairs(&[
+                    ("namespace", json!(["string", "null"])),
+                    ("runtime_id", json!(["string", "null"]))
+                ]),
+                vec![]
+            )
+        );
+        let torn = schema_of::<TeardownResponse>();
+        assert_eq!(
+            shape(&torn),
+            (
+                pairs(&[
+                    ("namespace", json!(["string", "null"])),
+                    ("runtime_id", json!(["string", "null"])),
+                    ("torn_down", json!("boolean")),
+                    ("unregistered", json!("array")),
+                ]),
+                vec!["torn_down".to_string(), "unregistered".to_string()]
+            )
+        );
+    }
+
+    /// Unknown fields and wrong types are refused by name.
+    #[test]
+    fn requests_refuse_unknown_fields() {
+        let err =
+            serde_json::from_value::<RunRequest>(json!({"code": "x", "timeout": 5})).unwrap_err();
+        assert!(err.to_string().contains("unknown field `timeout`"), "{err}");
+        assert!(
+            serde_json::from_value::<RunRequest>(json!({"code": "x", "lang": "ruby"})).is_err()
+        );
+    }
+
+    /// A response without a runtime omits the key entirely; a null result stays.
+    #[test]
+    fn absent_runtime_id_is_absent_not_null() {
+        let response = RunResponse {
+            stdout: String::new(),
+            stderr: String::new(),
+            exit_code: 0,
+            success: true,
+            duration_ms: 1,
+            result: Value::Null,
+            runtime_id: None,
+        };
+        let value = serde_json::to_value(response).unwrap();
+        assert!(value.get("runtime_id").is_none());
+        assert_eq!(value.get("result"), Some(&Value::Null));
+    }
 }

@@ -36,10 +36,16 @@ const DELEGATED: &[(&str, &str)] = &[
     ("fd_pwrite", "(param i32 i32 i32 i64 i32) (result i32)"),
     ("fd_allocate", "(param i32 i64 i64) (result i32)"),
     ("fd_filestat_set_size", "(param i32 i64) (result i32)"),
-    ("path_open", "(param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)"),
+    (
+        "path_open",
+        "(param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)",
+    ),
     ("path_create_directory", "(param i32 i32 i32) (result i32)"),
     ("path_symlink", "(param i32 i32 i32 i32 i32) (result i32)"),
-    ("path_link", "(param i32 i32 i32 i32 i32 i32 i32) (result i32)"),
+    (
+        "path_link",
+        "(param i32 i32 i32 i32 i32 i32 i32) (result i32)",
+    ),
     ("poll_oneoff", "(param i32 i32 i32 i32) (result i32)"),
 ];
 
@@ -53,14 +59,27 @@ const DELEGATED: &[(&str, &str)] = &[
 pub fn trampoline_wat() -> String {
     let mut wat = String::from("(module\n  (import \"env\" \"memory\" (memory 0))\n");
     for (name, ty) in DELEGATED {
-        wat.push_str(&format!("  (import \"{MODULE}\" \"{name}\" (func ${name} {ty}))\n"));
+        wat.push_str(&format!(
+            "  (import \"{MODULE}\" \"{name}\" (func ${name} {ty}))\n"
+        ));
     }
     wat.push_str("  (export \"memory\" (memory 0))\n");
     for (name, ty) in DELEGATED {
-        let arity = ty.split(") (result").next().unwrap_or("").matches("i32").count()
-            + ty.split(") (result").next().unwrap_or("").matches("i64").count();
+        let arity = ty
+            .split(") (result")
+            .next()
+            .unwrap_or("")
+            .matches("i32")
+            .count()
+            + ty.split(") (result")
+                .next()
+                .unwrap_or("")
+                .matches("i64")
+                .count();
         let args: String = (0..arity).map(|i| format!("local.get {i} ")).collect();
-        wat.push_str(&format!("  (func (export \"{name}\") {ty} {args}call ${name})\n"));
+        wat.push_str(&format!(
+            "  (func (export \"{name}\") {ty} {args}call ${name})\n"
+        ));
     }
     wat.push(')');
     wat

@@ -466,7 +466,12 @@ fn run_interpreter(
             let memory = instance
                 .get_memory(&mut store, "memory")
                 .ok_or_else(|| wasmtime::Error::msg("python.wasm exports no memory"))?;
-            let originals = Originals::new(&boot.shared.base_linker, &boot.shared.trampoline, memory, &mut store)?;
+            let originals = Originals::new(
+                &boot.shared.base_linker,
+                &boot.shared.trampoline,
+                memory,
+                &mut store,
+            )?;
             store.data_mut().originals = Some(originals);
             instance.get_typed_func::<(), ()>(&mut store, "_start")
         })

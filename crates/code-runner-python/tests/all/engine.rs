@@ -1,24 +1,15 @@
 //! The python engine through real wasmtime: turns, persistence and limits.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use code_runner_core::{
     AbortSignal, BindingNamespace, Bindings, Completion, Engine, Fault, Runtime, RuntimeOptions,
     TurnEnding, TurnOutcome, TurnSpec,
 };
-use code_runner_python::PythonEngine;
 use serde_json::{Value, json};
 
-fn engine() -> PythonEngine {
-    static ENGINE: OnceLock<PythonEngine> = OnceLock::new();
-    ENGINE
-        .get_or_init(|| {
-            PythonEngine::from_default_location()
-                .expect("python.wasm: run scripts/fetch-python-wasm")
-        })
-        .clone()
-}
+use crate::engine;
 
 async fn runtime(memory_mb: u64) -> (Arc<dyn Runtime>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();

@@ -17,8 +17,12 @@ async fn main() -> anyhow::Result<()> {
     let engine = code_runner_python::PythonEngine::from_default_location()?;
     let runtime = CodeRuntime::new(Arc::new(engine), CodeRuntimeOptions::default());
     let tools = BindingNamespace::new("tools")
-        .function("add", |args, _call| async move { Ok(json!(args["a"].as_i64().unwrap_or(0) + 1)) })
-        .function("deny", |_, _| async { Err(BindingError::message("not allowed")) })
+        .function("add", |args, _call| async move {
+            Ok(json!(args["a"].as_i64().unwrap_or(0) + 1))
+        })
+        .function("deny", |_, _| async {
+            Err(BindingError::message("not allowed"))
+        })
         .error_class("ToolError", "tool");
 
     let spec = runtime.resolve(CodeRunRequest {

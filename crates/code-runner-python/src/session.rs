@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use code_runner_core::caps::{ResultShape, Stream, StreamBuffer};
@@ -145,18 +145,11 @@ impl Host {
                 let _ = ready.send(Ok(()));
             }
         }
+        // A parked interpreter blocks here without polling: closing the runtime
+        // drops the only sender, which ends the wait.
         let command = match self.pending.take() {
             Some(command) => command,
-            None => loop {
-                if self.link.closing.load(Ordering::SeqCst) {
-                    return Err(Stop::Closing);
-                }
-                match self.commands.recv_timeout(Duration::from_millis(20)) {
-                    Ok(command) => break command,
-                    Err(RecvTimeoutError::Timeout) => continue,
-                    Err(RecvTimeoutError::Disconnected) => return Err(Stop::Closing),
-                }
-            },
+            None => self.commands.recv().map_err(|_| Stop::Closing)?,
         };
         self.start(command);
         Ok(())
@@ -411,7 +404,7 @@ fn run_interpreter(
     };
     let mut builder = WasiCtxBuilder::new();
     builder
-        .args(&["python", "-I", "-B", "-c", WRAPPER])
+        .args(&["python", "-I", "-S", "-B", "-c", WRAPPER])
         .allow_blocking_current_thread(true)
         .monotonic_clock(GuestClock(clock_base));
     let preopened = builder

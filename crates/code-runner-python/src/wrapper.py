@@ -6,13 +6,62 @@
 # guest's own read of fd 0 with end-of-file, so guest code that reads stdin or
 # writes fd 0/1 by hand cannot break the channel. fd 1 and fd 2 are the guest's
 # stdout and stderr, captured (and capped) by the host as they are written.
+#
+# Boot time is most of a one-shot run, so the wrapper imports only C modules:
+# JSON goes through `_json` directly (the `json` package pulls in `re` and
+# compiles regexes at import), and `traceback` is imported on the first
+# exception. The interpreter runs with -S, so `exit`/`quit` are defined here.
+import _json
 import builtins as _builtins
 import io as _io
-import json as _json
 import math as _math
 import os as _os
 import sys as _sys
-import traceback as _traceback
+
+
+class _Decoder:
+    """The attributes `_json.make_scanner` reads, with json.loads' defaults."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    memo = None
+
+    @staticmethod
+    def parse_constant(name):
+        raise ValueError(f"non-JSON constant {name}")
+
+
+_scan = _json.make_scanner(_Decoder())
+_encode = _json.make_encoder(None, None, _json.encode_basestring, None, ":", ",", False, False, False)
+
+
+def _loads(text):
+    value, end = _scan(text, 0)
+    if text[end:].strip():
+        raise ValueError("trailing data after JSON value")
+    return value
+
+
+def _dumps(value):
+    return "".join(_encode(value, 0))
+
+
+class _Quitter:
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"Use {self.name}() to exit"
+
+    def __call__(self, code=None):
+        raise SystemExit(code)
+
+
+_builtins.exit = _Quitter("exit")
+_builtins.quit = _Quitter("quit")
 
 _MAX_FRAME = 64 * 1024 * 1024
 
@@ -37,7 +86,7 @@ def _main():
             if not byte:
                 raise EOFError("host channel closed")
             header += byte
-        return _json.loads(read_exact(int(header)).decode("utf-8"))
+        return _loads(read_exact(int(header)).decode("utf-8"))
 
     boot = read_frame()
     token = boot["token"].encode("ascii")
@@ -87,8 +136,7 @@ def _main():
 
     def to_json(value, path):
         check(value, path, 0, set())
-        return _json.dumps(value, ensure_ascii=False, allow_nan=False, check_circular=False,
-                           separators=(",", ":")).encode("utf-8")
+        return _dumps(value).encode("utf-8")
 
     def shape(value):
         if isinstance(value, (list, tuple)):
@@ -114,7 +162,7 @@ def _main():
                 body = to_json(arg, "argument")
             except NotJson as err:
                 raise TypeError(f"{ns_global}.{member}: {err}") from None
-            head = _json.dumps({"t": "call", "ns": ns_global, "fn": member}, ensure_ascii=False)
+            head = _dumps({"t": "call", "ns": ns_global, "fn": member})
             send(head.encode("utf-8")[:-1] + b',"args":' + body + b"}")
             reply = read_frame()
             if "ok" in reply:
@@ -187,7 +235,9 @@ def _main():
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename != "<run>":
             tb = tb.tb_next
-        text = "".join(_traceback.format_exception(type(exc), exc, tb))
+        import traceback
+
+        text = "".join(traceback.format_exception(type(exc), exc, tb))
         _sys.stderr.write(text)
         return text
 
@@ -243,7 +293,9 @@ def _main():
                 head["not_json"] = str(err)
             except RecursionError:
                 head["not_json"] = "the result is nested too deeply"
-        send(_json.dumps(head, ensure_ascii=False).encode("utf-8", "replace")[:-1] + body + b"}")
+            except ValueError as err:
+                head["not_json"] = f"the result cannot be written as JSON: {err}"
+        send(_dumps(head).encode("utf-8", "replace")[:-1] + body + b"}")
 
 
 _main()

@@ -32,6 +32,8 @@ pub const DEFAULT_MAX_STREAM_BYTES: u64 = 16_384;
 pub const DEFAULT_MAX_MEMORY_MB: u64 = 512;
 /// Python linear memory when a request names none.
 pub const DEFAULT_MEMORY_MB: u64 = 128;
+/// Booted python interpreters kept ready for one-shot runs (booting is most of a one-shot run).
+pub const DEFAULT_WARM_POOL: usize = 2;
 /// The least linear memory CPython 3.12 boots in (its heap and stdlib imports need ~30 MiB).
 pub const MIN_MEMORY_MB: u64 = 40;
 
@@ -68,6 +70,9 @@ pub struct Config {
     pub max_stream_bytes: u64,
     /// Ceiling on a python request's `memory_mb` (default 512).
     pub max_memory_mb: u64,
+    /// Interpreters kept booted for one-shot runs at the default memory (default 2; 0 disables).
+    /// They hold no `max_runtimes` slot until a run takes one.
+    pub warm_pool: usize,
 }
 
 impl Default for Config {
@@ -86,6 +91,7 @@ impl Default for Config {
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
             max_stream_bytes: DEFAULT_MAX_STREAM_BYTES,
             max_memory_mb: DEFAULT_MAX_MEMORY_MB,
+            warm_pool: DEFAULT_WARM_POOL,
         }
     }
 }
@@ -207,6 +213,7 @@ mod tests {
         assert_eq!(config.max_result_bytes, 32768);
         assert_eq!(config.max_stream_bytes, 16384);
         assert_eq!(config.max_memory_mb, 512);
+        assert_eq!(config.warm_pool, 2);
     }
 
     /// An unknown key must be named, not silently ignored.

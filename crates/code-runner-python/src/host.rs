@@ -85,6 +85,11 @@ pub fn trampoline_wat() -> String {
     wat
 }
 
+/// `path_open`'s wasm signature.
+type PathOpen = TypedFunc<(i32, i32, i32, i32, i32, i64, i64, i32, i32), i32>;
+/// `path_link`'s wasm signature.
+type PathLink = TypedFunc<(i32, i32, i32, i32, i32, i32, i32), i32>;
+
 /// The wasmtime-wasi implementations the shadows delegate to, per store.
 pub struct Originals {
     fd_read: TypedFunc<(i32, i32, i32, i32), i32>,
@@ -92,10 +97,10 @@ pub struct Originals {
     fd_pwrite: TypedFunc<(i32, i32, i32, i64, i32), i32>,
     fd_allocate: TypedFunc<(i32, i64, i64), i32>,
     fd_filestat_set_size: TypedFunc<(i32, i64), i32>,
-    path_open: TypedFunc<(i32, i32, i32, i32, i32, i64, i64, i32, i32), i32>,
+    path_open: PathOpen,
     path_create_directory: TypedFunc<(i32, i32, i32), i32>,
     path_symlink: TypedFunc<(i32, i32, i32, i32, i32), i32>,
-    path_link: TypedFunc<(i32, i32, i32, i32, i32, i32, i32), i32>,
+    path_link: PathLink,
     poll_oneoff: TypedFunc<(i32, i32, i32, i32), i32>,
 }
 

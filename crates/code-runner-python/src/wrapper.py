@@ -67,12 +67,16 @@ _MAX_FRAME = 64 * 1024 * 1024
 
 
 def _main():
+    # Everything the channel needs is bound here, once: a guest that rebinds
+    # os.write or this module's globals cannot reach the wrapper's copies.
     read_fd = 0
+    os_read, os_write, loads, dumps = _os.read, _os.write, _loads, _dumps
+    sys, builtins, isfinite = _sys, _builtins, _math.isfinite
 
     def read_exact(n):
         chunks = []
         while n > 0:
-            chunk = _os.read(read_fd, min(n, 1 << 20))
+            chunk = os_read(read_fd, min(n, 1 << 20))
             if not chunk:
                 raise EOFError("host channel closed")
             chunks.append(chunk)
@@ -82,11 +86,11 @@ def _main():
     def read_frame():
         header = b""
         while not header.endswith(b"\n"):
-            byte = _os.read(read_fd, 1)
+            byte = os_read(read_fd, 1)
             if not byte:
                 raise EOFError("host channel closed")
             header += byte
-        return _loads(read_exact(int(header)).decode("utf-8"))
+        return loads(read_exact(int(header)).decode("utf-8"))
 
     boot = read_frame()
     token = boot["token"].encode("ascii")
@@ -95,7 +99,7 @@ def _main():
         frame = token + payload
         view = memoryview(frame)
         while view:
-            written = _os.write(0, view)
+            written = os_write(0, view)
             view = view[written:]
 
     class NotJson(Exception):
@@ -106,7 +110,7 @@ def _main():
         if value is None or kind is bool or kind is int:
             return
         if kind is float:
-            if not _math.isfinite(value):
+            if not isfinite(value):
                 raise NotJson(f"{value!r} at {path} has no JSON form")
             return
         if kind is str:
@@ -136,7 +140,7 @@ def _main():
 
     def to_json(value, path):
         check(value, path, 0, set())
-        return _dumps(value).encode("utf-8")
+        return dumps(value).encode("utf-8")
 
     def shape(value):
         if isinstance(value, (list, tuple)):
@@ -162,7 +166,7 @@ def _main():
                 body = to_json(arg, "argument")
             except NotJson as err:
                 raise TypeError(f"{ns_global}.{member}: {err}") from None
-            head = _dumps({"t": "call", "ns": ns_global, "fn": member})
+            head = dumps({"t": "call", "ns": ns_global, "fn": member})
             send(head.encode("utf-8")[:-1] + b',"args":' + body + b"}")
             reply = read_frame()
             if "ok" in reply:
@@ -238,11 +242,22 @@ def _main():
         import traceback
 
         text = "".join(traceback.format_exception(type(exc), exc, tb))
-        _sys.stderr.write(text)
+        try:
+            sys.stderr.flush()
+        except Exception:
+            pass
+        data = text.encode("utf-8", "replace")
+        while data:
+            data = data[os_write(2, data):]
         return text
 
-    env = {"__name__": "__main__", "__builtins__": _builtins}
-    _sys.argv = [""]
+    # The program's globals are the dict of a fresh module installed as
+    # __main__, so `import __main__` and pickle find the program's names.
+    main_module = type(sys)("__main__")
+    env = main_module.__dict__
+    env["__builtins__"] = builtins
+    sys.modules["__main__"] = main_module
+    sys.argv = [""]
     try:
         _os.chdir("/work")
         _sys.path.insert(0, "/work")
@@ -266,13 +281,16 @@ def _main():
             elif type(code) is int:
                 exit_code = code
             else:
-                _sys.stderr.write(f"{code}\n")
+                try:
+                    sys.stderr.write(f"{code}\n")
+                except Exception:
+                    os_write(2, f"{code}\n".encode("utf-8", "replace"))
                 exit_code = 1
         except BaseException as exc:  # noqa: B036 - a guest's KeyboardInterrupt is its own failure
             exit_code = 1
             exception = report_exception(exc)
         del turn
-        for stream in (_sys.stdout, _sys.stderr):
+        for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except Exception:
@@ -295,7 +313,7 @@ def _main():
                 head["not_json"] = "the result is nested too deeply"
             except ValueError as err:
                 head["not_json"] = f"the result cannot be written as JSON: {err}"
-        send(_dumps(head).encode("utf-8", "replace")[:-1] + body + b"}")
+        send(dumps(head).encode("utf-8", "replace")[:-1] + body + b"}")
 
 
 _main()

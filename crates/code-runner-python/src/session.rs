@@ -51,6 +51,9 @@ pub enum Stop {
     Discard,
 }
 
+/// How long the wrapper may run between ending a turn and parking on fd 0.
+const PARK_GRACE: Duration = Duration::from_millis(50);
+
 #[derive(PartialEq, Eq)]
 enum Phase {
     Booting,
@@ -112,6 +115,8 @@ pub struct Host {
     inbound: Vec<u8>,
     inbound_pos: usize,
     phase: Phase,
+    /// When the last turn ended, until the wrapper parks again.
+    parked_at: Option<Instant>,
     turn: Option<ActiveTurn>,
     pending: Option<Command>,
     commands: Receiver<Command>,
@@ -127,6 +132,13 @@ impl Host {
         if self.link.closing.load(Ordering::SeqCst) {
             return Some(Stop::Closing);
         }
+        if let Some(parked_at) = self.parked_at {
+            // After a turn ends the wrapper is back in fd_read within
+            // microseconds; code still running past the grace period ended
+            // its turn early to escape the deadline.
+            return (parked_at.elapsed() > PARK_GRACE)
+                .then(|| Stop::Protocol("the program kept running after its turn ended".into()));
+        }
         let turn = self.turn.as_ref()?;
         if turn.abort.is_aborted() {
             return Some(Stop::Aborted);
@@ -139,6 +151,7 @@ impl Host {
         if self.inbound_pos < self.inbound.len() || self.phase == Phase::Running {
             return Ok(());
         }
+        self.parked_at = None;
         if self.phase == Phase::Booting {
             self.phase = Phase::Parked;
             if let Some(ready) = self.ready.take() {
@@ -245,6 +258,7 @@ impl Host {
             .take()
             .ok_or_else(|| Stop::Protocol("turn end outside a turn".into()))?;
         self.phase = Phase::Parked;
+        self.parked_at = Some(Instant::now());
         let completion = match (done.result, done.not_json, done.oversize) {
             (Some(value), _, _) => Completion::Value(value),
             (None, Some(why), _) => Completion::NotJson(why),
@@ -300,8 +314,8 @@ impl Host {
             }),
             (Some(Stop::Aborted | Stop::Closing), _) => Some(Fault::Aborted),
             (Some(Stop::Protocol(message)), _) => Some(Fault::Protocol(message.clone())),
-            (None, Err(err)) if err.downcast_ref::<I32Exit>().is_some() => None,
             (None, _) if self.limiter.hit => Some(Fault::ResourceExhausted(self.memory_message())),
+            (None, Err(err)) if err.downcast_ref::<I32Exit>().is_some() => None,
             (None, Err(err)) if err.downcast_ref::<Trap>() == Some(&Trap::StackOverflow) => Some(
                 Fault::ResourceExhausted("wasm stack exhausted (recursion too deep)".into()),
             ),
@@ -426,6 +440,7 @@ fn run_interpreter(
         token,
         inbound_pos: 0,
         phase: Phase::Booting,
+        parked_at: None,
         turn: None,
         pending,
         commands,

@@ -239,9 +239,17 @@ def _main():
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename != "<run>":
             tb = tb.tb_next
-        import traceback
+        try:
+            import traceback
 
-        text = "".join(traceback.format_exception(type(exc), exc, tb))
+            text = "".join(traceback.format_exception(type(exc), exc, tb))
+        except BaseException:
+            # Under memory pressure the formatter itself can fail; the
+            # exception's type and message still reach the caller.
+            try:
+                text = f"{type(exc).__name__}: {exc}\n"
+            except BaseException:
+                text = "MemoryError\n"
         try:
             sys.stderr.flush()
         except Exception:

@@ -207,10 +207,12 @@ async fn call_local(
             (temp.path().to_path_buf(), Some(temp))
         }
     };
-    let config = match config {
+    let mut config = match config {
         Some(path) => read_config(path)?,
         None => Config::default(),
     };
+    // One call: interpreters booted ahead of time would only be thrown away.
+    config.warm_pool = 0;
     let worker = Worker::start(WorkerOptions {
         data_dir,
         config,

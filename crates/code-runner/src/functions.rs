@@ -84,13 +84,22 @@ pub(crate) async fn run(inner: Arc<Inner>, payload: Value) -> Result<Value, Call
     let engine = inner.engine(lang)?;
     let memory_mb = config.memory_mb(request.memory_mb)?;
     let slot = inner.registry.acquire(config.max_runtimes)?;
-    let dir = WorkDir(inner.runtimes_dir.join(new_dir_name()));
-    let options = RuntimeOptions {
-        memory_mb,
-        work_dir: dir.0.clone(),
-        read_only: false,
+    let warm = inner
+        .pool(lang)
+        .filter(|pool| pool.memory_mb() == memory_mb)
+        .and_then(|pool| pool.take());
+    let (runtime, dir) = match warm {
+        Some(warm) => (warm.runtime, warm.dir),
+        None => {
+            let dir = WorkDir(inner.runtimes_dir.join(new_dir_name()));
+            let options = RuntimeOptions {
+                memory_mb,
+                work_dir: dir.0.clone(),
+                read_only: false,
+            };
+            (engine.spawn(options).await?, dir)
+        }
     };
-    let runtime = engine.spawn(options).await?;
     let outcome = runtime.run(turn).await;
     let succeeded = matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, .. });
     if request.keep && succeeded {

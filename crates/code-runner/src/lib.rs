@@ -26,6 +26,7 @@ pub mod cli;
 pub mod functions;
 pub mod http;
 mod ids;
+pub mod pool;
 pub mod registry;
 mod worker;
 

@@ -9,11 +9,12 @@ use code_runner_core::wire::{
     FunctionsInfoRequest, FunctionsInfoResponse, RunRequest, RunResponse, TeardownRequest,
     TeardownResponse, schema_of,
 };
-use code_runner_core::{Config, Engine, Lang, RunnerError};
+use code_runner_core::{Config, DEFAULT_MEMORY_MB, Engine, Lang, RunnerError};
 use serde_json::{Value, json};
 
 use crate::bus::{Bus, CallError, FUNCTIONS_INFO};
 use crate::functions::{self, RUN, TEARDOWN};
+use crate::pool::WarmPool;
 use crate::registry::Registry;
 
 /// What a worker needs to start.
@@ -39,6 +40,7 @@ pub(crate) struct Inner {
     pub(crate) bus: Bus,
     pub(crate) runtimes_dir: PathBuf,
     python: Result<Arc<dyn Engine>, String>,
+    python_pool: Option<Arc<WarmPool>>,
     _lock: File,
 }
 
@@ -48,6 +50,14 @@ impl Inner {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// The warm pool of `lang`, if it has one.
+    pub(crate) fn pool(&self, lang: Lang) -> Option<&Arc<WarmPool>> {
+        match lang {
+            Lang::Python => self.python_pool.as_ref(),
+            Lang::Node => None,
+        }
     }
 
     pub(crate) fn engine(&self, lang: Lang) -> Result<Arc<dyn Engine>, RunnerError> {
@@ -88,12 +98,29 @@ impl Worker {
         if let Err(message) = &python {
             tracing::warn!("python engine unavailable: {message}");
         }
+        let python_pool = python
+            .as_ref()
+            .ok()
+            .filter(|_| options.config.warm_pool > 0)
+            .map(|engine| {
+                let memory_mb = DEFAULT_MEMORY_MB.min(options.config.max_memory_mb);
+                WarmPool::new(
+                    engine.clone(),
+                    memory_mb,
+                    options.config.warm_pool,
+                    runtimes_dir.clone(),
+                )
+            });
+        if let Some(pool) = &python_pool {
+            pool.refill();
+        }
         let inner = Arc::new(Inner {
             config: RwLock::new(options.config),
             registry: Registry::default(),
             bus: Bus::default(),
             runtimes_dir,
             python,
+            python_pool,
             _lock: lock,
         });
         register_functions(&inner);
@@ -134,6 +161,9 @@ impl Worker {
 
     /// Closes every kept runtime.
     pub async fn shutdown(&self) {
+        if let Some(pool) = &self.inner.python_pool {
+            pool.drain().await;
+        }
         self.inner.registry.close_all().await;
     }
 }

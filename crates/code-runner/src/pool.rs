@@ -1,0 +1,134 @@
+//! A small pool of pre-booted runtimes for one-shot runs.
+//!
+//! Booting CPython takes tens of milliseconds, most of a one-shot run. The
+//! pool keeps a few interpreters booted (and warmed by one empty turn) at the
+//! default memory size; a one-shot run takes one and a background task boots
+//! its replacement. A pooled runtime has never run user code, so isolation is
+//! unchanged: after its one run it is closed like any other. Pooled runtimes
+//! hold no `max_runtimes` slot until a run takes them.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use code_runner_core::{AbortSignal, Bindings, Engine, Runtime, RuntimeOptions, TurnSpec};
+
+use crate::ids::new_dir_name;
+use crate::registry::WorkDir;
+
+/// A booted, warmed runtime and its directory.
+pub struct Warm {
+    /// The runtime.
+    pub runtime: Arc<dyn Runtime>,
+    /// Its `/work`.
+    pub dir: WorkDir,
+}
+
+/// Pre-booted runtimes of one engine at one memory size.
+pub struct WarmPool {
+    engine: Arc<dyn Engine>,
+    memory_mb: u64,
+    size: usize,
+    runtimes_dir: PathBuf,
+    ready: Mutex<VecDeque<Warm>>,
+    booting: AtomicUsize,
+}
+
+impl WarmPool {
+    /// An empty pool; call [`WarmPool::refill`] to fill it.
+    pub fn new(
+        engine: Arc<dyn Engine>,
+        memory_mb: u64,
+        size: usize,
+        runtimes_dir: PathBuf,
+    ) -> Arc<Self> {
+        Arc::new(WarmPool {
+            engine,
+            memory_mb,
+            size,
+            runtimes_dir,
+            ready: Mutex::new(VecDeque::new()),
+            booting: AtomicUsize::new(0),
+        })
+    }
+
+    /// The memory size this pool's runtimes were booted with.
+    pub fn memory_mb(&self) -> u64 {
+        self.memory_mb
+    }
+
+    /// Takes a warm runtime, if one is ready, and starts booting its replacement.
+    pub fn take(self: &Arc<Self>) -> Option<Warm> {
+        let warm = self.lock().pop_front();
+        self.refill();
+        warm
+    }
+
+    /// Boots runtimes in the background until the pool holds its size.
+    pub fn refill(self: &Arc<Self>) {
+        loop {
+            let booting = self.booting.load(Ordering::SeqCst);
+            if self.lock().len() + booting >= self.size {
+                return;
+            }
+            if self
+                .booting
+                .compare_exchange(booting, booting + 1, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                let pool = self.clone();
+                tokio::spawn(async move {
+                    let warm = pool.boot().await;
+                    pool.booting.fetch_sub(1, Ordering::SeqCst);
+                    match warm {
+                        Some(warm) => pool.lock().push_back(warm),
+                        None => tokio::time::sleep(Duration::from_secs(1)).await,
+                    }
+                });
+            }
+        }
+    }
+
+    async fn boot(&self) -> Option<Warm> {
+        let dir = WorkDir(self.runtimes_dir.join(new_dir_name()));
+        let options = RuntimeOptions {
+            memory_mb: self.memory_mb,
+            work_dir: dir.0.clone(),
+            read_only: false,
+        };
+        let runtime = match self.engine.spawn(options).await {
+            Ok(runtime) => runtime,
+            Err(err) => {
+                tracing::warn!(
+                    "warm pool cannot boot a {} runtime: {}",
+                    self.engine.lang(),
+                    err.message
+                );
+                return None;
+            }
+        };
+        let warm_up = TurnSpec {
+            program: String::new(),
+            timeout: Duration::from_secs(5),
+            bindings: Bindings::none(),
+            max_stream_bytes: Some(0),
+            abort: AbortSignal::new(),
+        };
+        runtime.run(warm_up).await;
+        Some(Warm { runtime, dir })
+    }
+
+    /// Closes every pooled runtime.
+    pub async fn drain(&self) {
+        let all: Vec<Warm> = self.lock().drain(..).collect();
+        for warm in all {
+            warm.runtime.close().await;
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Warm>> {
+        self.ready.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

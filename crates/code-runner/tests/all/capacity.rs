@@ -1,0 +1,72 @@
+//! Runtime slots: `max_runtimes` bounds live runtimes, one-shot or kept,
+//! and a full worker answers `code-runner::capacity` rather than queueing or failing.
+
+use serde_json::json;
+
+use crate::util::{CAPACITY, RUN, Server, client, post_json};
+
+/// The default ceiling is 32: 32 kept runtimes fill it, the 33rd run is
+/// `capacity`, and tearing one down frees a slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_third_runtime_is_capacity_until_one_is_torn_down() {
+    let server = Server::with_config("max_runtimes: 32").await;
+    let mut ids = Vec::new();
+    for n in 0..32 {
+        ids.push(server.keep(&format!("n = {n}")).await);
+    }
+    server
+        .run("result = 2 + 2")
+        .await
+        .assert_error(CAPACITY, "32");
+    server
+        .run_with("x = 1", json!({"keep": true}))
+        .await
+        .assert_error(CAPACITY, "");
+    // A full worker still serves the runtimes it holds.
+    assert_eq!(
+        server.run_on(&ids[31], "result = n").await.ok()["result"],
+        31
+    );
+    server.teardown(&ids[0]).await.ok();
+    server.assert_still_serves().await;
+    let newcomer = server.keep("m = 1").await;
+    server.run("result = 1").await.assert_error(CAPACITY, "");
+    server.teardown(&newcomer).await.ok();
+    server.assert_still_serves().await;
+}
+
+/// Under a stampede every call is answered: a success or `capacity`, never
+/// another error, a hang or a dropped connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hundred_concurrent_clients_get_a_result_or_capacity() {
+    let server = Server::with_config("max_runtimes: 4").await;
+    let mut clients = tokio::task::JoinSet::new();
+    for n in 0..100u32 {
+        let url = server.url.clone();
+        clients.spawn(async move {
+            let client = client();
+            let payload = json!({
+                "lang": "python",
+                "code": format!("import time\ntime.sleep(0.05)\nresult = {n}"),
+            });
+            (n, post_json(&client, &url, RUN, &payload).await)
+        });
+    }
+    let (mut successes, mut refusals) = (0, 0);
+    while let Some(joined) = clients.join_next().await {
+        let (n, answer) = joined.expect("client task");
+        if answer.status.is_success() {
+            assert_eq!(answer.body["result"], n, "{}", answer.body);
+            successes += 1;
+        } else {
+            answer.assert_error(CAPACITY, "");
+            refusals += 1;
+        }
+    }
+    assert_eq!(successes + refusals, 100);
+    assert!(successes >= 1, "at least one client got through");
+    // Every slot came back once the stampede was over.
+    let health = server.get("/healthz").await;
+    assert_eq!(health.ok()["runtimes"]["live"], 0, "{}", health.body);
+    server.assert_still_serves().await;
+}

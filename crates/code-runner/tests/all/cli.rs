@@ -1,0 +1,213 @@
+//! The real `code-runner` binary: `call` in-process and against a server,
+//! `serve`, and what a SIGKILL leaves behind for the next start.
+
+use std::os::unix::process::ExitStatusExt;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::util::{
+    CAPACITY, RUN, RUNTIME_NOT_FOUND, ServeProcess, binary, client, dirs_holding, output_within,
+    post_json, runtime_dirs, tempdir, wait_until,
+};
+
+/// Longest a one-shot `call` may take (it boots a worker and an interpreter).
+const CALL_LIMIT: Duration = Duration::from_secs(120);
+
+fn stdout_json(output: &std::process::Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+        panic!(
+            "stdout is not JSON ({err}): {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// The README's first command: an in-process call prints the answer as JSON and exits 0.
+#[test]
+fn call_prints_the_json_answer_and_exits_0() {
+    let output = output_within(
+        binary().args(["call", RUN, "lang=python", "code=result = 2 + 2"]),
+        CALL_LIMIT,
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let answer = stdout_json(&output);
+    assert_eq!(answer["result"], 4);
+    assert_eq!(answer["exit_code"], 0);
+}
+
+/// An error answer is printed as `{"error": …}` and the exit status says so,
+/// so scripts can branch on it.
+#[test]
+fn call_of_an_error_prints_it_and_exits_nonzero() {
+    let output = output_within(
+        binary().args([
+            "call",
+            RUN,
+            "lang=python",
+            "runtime_id=nope",
+            "code=result = 1",
+        ]),
+        CALL_LIMIT,
+    );
+    assert!(!output.status.success());
+    assert_eq!(stdout_json(&output)["error"]["code"], RUNTIME_NOT_FOUND);
+}
+
+/// `serve` on a free port answers `call --url`, for results and errors alike.
+#[test]
+fn serve_answers_call_with_url() {
+    let temp = tempdir();
+    let server = ServeProcess::spawn(&temp.path().join("data"), None);
+    let output = output_within(
+        binary().args([
+            "call",
+            RUN,
+            "--url",
+            &server.url,
+            "lang=python",
+            "code=result = 2 + 2",
+        ]),
+        CALL_LIMIT,
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(stdout_json(&output)["result"], 4);
+    let output = output_within(
+        binary().args([
+            "call",
+            RUN,
+            "--url",
+            &server.url,
+            "--json",
+            r#"{"lang": "python", "code": "result = 1", "runtime_id": "nope"}"#,
+        ]),
+        CALL_LIMIT,
+    );
+    assert!(!output.status.success());
+    assert_eq!(stdout_json(&output)["error"]["code"], RUNTIME_NOT_FOUND);
+}
+
+/// A SIGKILL mid-run must not cost the configuration nor leak runtime
+/// directories: a restart without `--config` runs on the persisted copy and
+/// clears what the dead process left in `<data>/runtimes`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_run_keeps_the_config_and_leaves_no_stale_runtimes() {
+    let temp = tempdir();
+    let data = temp.path().join("data");
+    let seed = temp.path().join("seed.yaml");
+    let seeded = "# seeded once by the sigkill test\nmax_runtimes: 2\n";
+    std::fs::write(&seed, seeded).unwrap();
+    let persisted = data.join("configuration").join("code-runner.yaml");
+
+    let mut first = ServeProcess::spawn(&data, Some(&seed));
+    assert_eq!(std::fs::read_to_string(&persisted).unwrap(), seeded);
+    let http = client();
+    let kept = post_json(
+        &http,
+        &first.url,
+        RUN,
+        &json!({"lang": "python", "code": "open('/work/f', 'w').write('x')", "keep": true}),
+    )
+    .await;
+    let old_id = kept.ok()["runtime_id"].as_str().unwrap().to_string();
+    let running = {
+        let url = first.url.clone();
+        tokio::spawn(async move {
+            client()
+                .post(format!("{url}/v1/call/{RUN}"))
+                .json(&json!({
+                    "lang": "python",
+                    "code": include_str!("../fixtures/sleep_after_marking_started.py"),
+                    "timeout_ms": 30_000,
+                }))
+                .send()
+                .await
+        })
+    };
+    wait_until("the long run to start", Duration::from_secs(60), || {
+        !dirs_holding(&data, "started").is_empty()
+    })
+    .await;
+
+    let status = first.kill();
+    assert_eq!(status.signal(), Some(9), "{status}");
+    assert!(
+        running.await.unwrap().is_err(),
+        "the killed server cannot have answered the long run"
+    );
+    assert_eq!(
+        dirs_holding(&data, "started").len(),
+        1,
+        "the kill left the running runtime's files"
+    );
+    assert_eq!(
+        dirs_holding(&data, "f").len(),
+        1,
+        "the kill left the kept runtime's files"
+    );
+    let stale = runtime_dirs(&data);
+
+    let second = ServeProcess::spawn(&data, None);
+    let survivors: Vec<_> = stale.iter().filter(|dir| dir.exists()).collect();
+    assert!(
+        survivors.is_empty(),
+        "stale runtime directories survived the restart: {survivors:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&persisted).unwrap(), seeded);
+    let forgotten = post_json(
+        &http,
+        &second.url,
+        RUN,
+        &json!({"runtime_id": old_id, "code": "result = 1"}),
+    )
+    .await;
+    forgotten.assert_error(RUNTIME_NOT_FOUND, "");
+    // max_runtimes: 2 from the persisted file is in force.
+    let keep = json!({"lang": "python", "code": "pass", "keep": true});
+    post_json(&http, &second.url, RUN, &keep).await.ok();
+    post_json(&http, &second.url, RUN, &keep).await.ok();
+    post_json(
+        &http,
+        &second.url,
+        RUN,
+        &json!({"lang": "python", "code": "result = 1"}),
+    )
+    .await
+    .assert_error(CAPACITY, "max_runtimes 2");
+}
+
+/// Two processes on one data directory would delete each other's runtimes:
+/// the second refuses to start while the first holds the lock.
+#[test]
+fn second_server_on_a_locked_data_dir_fails_to_start() {
+    let temp = tempdir();
+    let data = temp.path().join("data");
+    let mut first = ServeProcess::spawn(&data, None);
+    let output = output_within(
+        binary()
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&data),
+        Duration::from_secs(60),
+    );
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("in use by another code-runner"), "{stderr}");
+    first.assert_alive();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let answer = runtime.block_on(post_json(
+        &client(),
+        &first.url,
+        RUN,
+        &json!({"lang": "python", "code": "result = 2 + 2"}),
+    ));
+    assert_eq!(answer.ok()["result"], 4);
+}

@@ -65,6 +65,16 @@ _builtins.quit = _Quitter("quit")
 
 _MAX_FRAME = 64 * 1024 * 1024
 
+# Snapshots of the builtins `_main` binds as locals, taken before any program runs.
+(_len, _min, _int, _str, _float, _bool, _list, _tuple, _dict, _set, _type, _id, _enumerate,
+ _memoryview, _object, _sorted, _setattr, _compile, _exec, _super, _isinstance,
+ _BaseException, _Exception, _SystemExit, _TypeError, _ValueError, _KeyError, _AttributeError,
+ _RecursionError, _UnicodeEncodeError, _EOFError) = (
+    len, min, int, str, float, bool, list, tuple, dict, set, type, id, enumerate, memoryview,
+    object, sorted, setattr, compile, exec, super, isinstance, BaseException, Exception,
+    SystemExit, TypeError, ValueError, KeyError, AttributeError, RecursionError,
+    UnicodeEncodeError, EOFError)
+
 
 def _main():
     # Everything the channel needs is bound here, once: a guest that rebinds
@@ -72,6 +82,16 @@ def _main():
     read_fd = 0
     os_read, os_write, loads, dumps = _os.read, _os.write, _loads, _dumps
     sys, builtins, isfinite = _sys, _builtins, _math.isfinite
+    # The builtins the wrapper uses, bound as locals for the same reason: a
+    # program that rebinds `builtins.len` breaks itself, not the channel.
+    (len, min, int, str, float, bool, list, tuple, dict, set, type, id, enumerate, memoryview,
+     object, sorted, setattr, compile, exec, super, isinstance, BaseException, Exception,
+     SystemExit, TypeError, ValueError, KeyError, AttributeError, RecursionError,
+     UnicodeEncodeError, EOFError) = (
+        _len, _min, _int, _str, _float, _bool, _list, _tuple, _dict, _set, _type, _id, _enumerate,
+        _memoryview, _object, _sorted, _setattr, _compile, _exec, _super, _isinstance,
+        _BaseException, _Exception, _SystemExit, _TypeError, _ValueError, _KeyError,
+        _AttributeError, _RecursionError, _UnicodeEncodeError, _EOFError)
 
     def read_exact(n):
         chunks = []

@@ -415,11 +415,11 @@ fault_matrix! {
         ..Case::DEFAULT
     };
 
-    /// Breaking the builtins breaks the guest's own interpreter only: the run
-    /// still ends as a response (whatever its exit code), not an engine error.
-    rebinding_builtins_ends_as_a_response => Case {
+    /// The wrapper binds the builtins it needs before any program runs, so a
+    /// program that rebinds them breaks only itself: its turn completes.
+    rebinding_builtins_does_not_break_the_wrapper => Case {
         python: Code::Src(include_str!("../fixtures/rebind_builtins.py")),
-        expect: Expect::Response(|_| Ok(())),
+        expect: Expect::Response(|body| ensure(body["result"] == "rebound" && body["exit_code"] == 0, "result 'rebound', exit 0")),
         ..Case::DEFAULT
     };
 

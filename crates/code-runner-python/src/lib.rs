@@ -115,9 +115,26 @@ impl PythonEngine {
 
     /// Loads, verifies and (once per machine) compiles python.wasm at `wasm`.
     ///
+    /// The engine is shared per process and path: a second call (another
+    /// worker in the same process, a test) gets the same compiled module.
+    ///
     /// # Errors
     /// [`PythonError::Unavailable`] for a missing, corrupt or uncompilable file.
     pub fn load(wasm: &Path) -> Result<Self, PythonError> {
+        static LOADED: OnceLock<Mutex<Vec<(std::path::PathBuf, PythonEngine)>>> = OnceLock::new();
+        let mut loaded = LOADED
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some((_, engine)) = loaded.iter().find(|(path, _)| path == wasm) {
+            return Ok(engine.clone());
+        }
+        let engine = Self::load_uncached(wasm)?;
+        loaded.push((wasm.to_path_buf(), engine.clone()));
+        Ok(engine)
+    }
+
+    fn load_uncached(wasm: &Path) -> Result<Self, PythonError> {
         let mut config = wasmtime::Config::new();
         config
             .epoch_interruption(true)

@@ -132,7 +132,11 @@ pub fn load(engine: &Engine, wasm: &Path) -> Result<Module, PythonError> {
     );
     match module.serialize() {
         Ok(bytes) => {
-            let tmp = cached.with_extension(format!("tmp{}", std::process::id()));
+            let tmp = cached.with_extension(format!(
+                "tmp{}-{}",
+                std::process::id(),
+                crate::random_token()
+            ));
             let written = std::fs::create_dir_all(cache_dir())
                 .and_then(|()| std::fs::write(&tmp, bytes))
                 .and_then(|()| std::fs::rename(&tmp, &cached));

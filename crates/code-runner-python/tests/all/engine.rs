@@ -108,3 +108,71 @@ async fn binding_round_trip() {
     );
     rt.close().await;
 }
+
+/// A missing python.wasm is an error that says how to fetch it.
+#[test]
+fn missing_wasm_says_how_to_fetch_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = code_runner_python::PythonEngine::load(&dir.path().join("python.wasm")).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("not found") && text.contains("scripts/fetch-python-wasm"),
+        "{text}"
+    );
+}
+
+/// A file with the wrong bytes is refused by its sha256, never run.
+#[test]
+fn corrupt_wasm_is_refused_by_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("python.wasm");
+    std::fs::write(&path, b"\0asm\x01\0\0\0 not really python").unwrap();
+    let err = code_runner_python::PythonEngine::load(&path).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("sha256") && text.contains("expected"),
+        "{text}"
+    );
+}
+
+/// A sleeping guest is stopped by the host sleep itself, on time.
+#[tokio::test(flavor = "multi_thread")]
+async fn blocked_sleep_times_out() {
+    let (rt, _dir) = runtime(128).await;
+    let mut spec = turn("import time\ntime.sleep(60)");
+    spec.timeout = Duration::from_millis(300);
+    let started = Instant::now();
+    let out = rt.run(spec).await;
+    assert!(
+        matches!(out.ending, TurnEnding::Faulted(Fault::Timeout { .. })),
+        "{:?}",
+        out.ending
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The interpreter was lost; the next turn boots a fresh one.
+    assert_eq!(
+        value(&rt.run(turn("result = 'again'")).await),
+        json!("again")
+    );
+    rt.close().await;
+}
+
+/// Output is bounded while the guest writes it, and the marker names the stream.
+#[tokio::test(flavor = "multi_thread")]
+async fn output_is_bounded_while_written() {
+    let (rt, _dir) = runtime(128).await;
+    let out = rt
+        .run(turn(
+            "import sys\nfor i in range(200000): print(i)\nsys.stderr.write('e' * 100000)",
+        ))
+        .await;
+    assert!(out.stdout.total_bytes() > 1_000_000);
+    let stdout = out.stdout.render();
+    assert!(stdout.len() < 17_000 && stdout.starts_with("0\n1\n") && stdout.ends_with("199999\n"));
+    assert!(
+        out.stderr
+            .render()
+            .contains("[…stderr truncated: was ~98 KB; middle omitted]")
+    );
+    rt.close().await;
+}

@@ -186,17 +186,18 @@ async fn trigger(
         .timeout_ms
         .map_or(left, |ms| Duration::from_millis(ms).min(left));
     let mut payload = request.payload;
-    if request.function_id == RUN {
-        if let Some(map) = payload.as_object_mut() {
-            let asked = map
-                .get("timeout_ms")
-                .and_then(Value::as_u64)
-                .unwrap_or(inner.config().default_timeout_ms);
-            let clamped = asked
-                .min(u64::try_from(budget.as_millis()).unwrap_or(u64::MAX))
-                .max(1);
-            map.insert("timeout_ms".into(), Value::from(clamped));
-        }
+    if let Some(map) = payload
+        .as_object_mut()
+        .filter(|_| request.function_id == RUN)
+    {
+        let asked = map
+            .get("timeout_ms")
+            .and_then(Value::as_u64)
+            .unwrap_or(inner.config().default_timeout_ms);
+        let clamped = asked
+            .min(u64::try_from(budget.as_millis()).unwrap_or(u64::MAX))
+            .max(1);
+        map.insert("timeout_ms".into(), Value::from(clamped));
     }
     match tokio::time::timeout(budget, inner.bus.call(&request.function_id, payload)).await {
         Ok(Ok(value)) => Ok(value),

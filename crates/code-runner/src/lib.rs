@@ -2,7 +2,7 @@
 //!
 //! - [`Worker`]: configuration, engines, the runtime [`registry`] and the [`bus`].
 //! - [`functions`]: `code-runner::run`, `code-runner::teardown`, and the guest's `iii`.
-//! - [`http`]: the HTTP API; [`cli`]: `serve` and `call`.
+//! - [`http`]: the HTTP API; [`cli`]: `serve`, `call` and `bench` ([`bench`]).
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -21,6 +21,7 @@
 
 #![deny(missing_docs)]
 
+pub mod bench;
 pub mod bus;
 pub mod cli;
 pub mod functions;

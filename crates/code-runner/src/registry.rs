@@ -34,10 +34,11 @@ pub struct WorkDir(pub PathBuf);
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
-        if let Err(err) = std::fs::remove_dir_all(&self.0) {
-            if err.kind() != std::io::ErrorKind::NotFound {
+        match std::fs::remove_dir_all(&self.0) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
                 tracing::warn!("cannot remove {}: {err}", self.0.display());
             }
+            _ => {}
         }
     }
 }

@@ -1,0 +1,172 @@
+//! `code-runner bench`: latency, throughput, boot cost, memory and compute speed,
+//! measured on this machine against its own `python3` and `node`.
+//!
+//! Every figure is taken per language by iterating over the profiles in
+//! `bench/profiles.rs`; a language whose engine is not in this build gets
+//! `n/a` rows, so adding an engine means adding its arm to `engine_for` there
+//! (and to the worker) and nothing else here.
+//! Targets are printed beside the figures; they are goals, not assertions.
+
+mod collect;
+mod measure;
+mod native;
+mod profiles;
+mod report;
+mod stats;
+mod table;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context;
+use code_runner_core::Config;
+use serde::Serialize;
+
+use collect::measure_lang;
+use measure::Driver;
+use profiles::{Profile, profiles};
+
+use crate::worker::{Worker, WorkerOptions};
+
+/// A figure, or why there is none (shown verbatim in the table).
+pub type Outcome<T> = Result<T, String>;
+
+/// Flags of `code-runner bench`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Samples per latency figure (default 200, or 5 with --quick); other counts scale from it.
+    #[arg(long)]
+    pub iterations: Option<usize>,
+    /// Tiny counts: a smoke test of the harness, not a measurement.
+    #[arg(long)]
+    pub quick: bool,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "bench.json")]
+    pub out: PathBuf,
+}
+
+/// How many of each thing to do.
+#[derive(Debug, Clone, Serialize)]
+struct Plan {
+    quick: bool,
+    /// Samples per latency figure (one-shot and kept turn, each way).
+    latency: usize,
+    /// Discarded runs before each latency series.
+    warmup: usize,
+    /// Samples per paced one-shot figure.
+    paced: usize,
+    /// Idle milliseconds before each paced one-shot call.
+    pause_ms: u64,
+    /// Bare runtime lifecycles (boot, first turn, close).
+    boots: usize,
+    /// One-shot runs per throughput level (at least 2 × its concurrency).
+    throughput_runs: usize,
+    /// Concurrency levels of the throughput figures.
+    concurrency: [usize; 3],
+    /// Process starts per baseline.
+    process_starts: usize,
+    /// Repetitions of each compute script, each side (the median is reported):
+    /// turns on one kept runtime for code-runner, fresh processes for the machine.
+    compute_reps: usize,
+}
+
+impl Plan {
+    fn new(args: &BenchArgs) -> Plan {
+        let n = args
+            .iterations
+            .unwrap_or(if args.quick { 5 } else { 200 })
+            .max(1);
+        Plan {
+            quick: args.quick,
+            latency: n,
+            warmup: if args.quick { 1 } else { (n / 20).clamp(1, 10) },
+            paced: (n / 4).max(2),
+            pause_ms: 250,
+            boots: (n / 2).max(2),
+            throughput_runs: (n / 2).max(4),
+            concurrency: [1, 4, 16],
+            process_starts: (n / 2).max(2),
+            compute_reps: if args.quick { 1 } else { 5 },
+        }
+    }
+
+    fn kept_runtimes(&self, profile: &Profile) -> usize {
+        if self.quick { 2 } else { profile.rss_runtimes }
+    }
+}
+
+/// Runs the bench, prints the table and writes the JSON report.
+///
+/// # Errors
+/// The worker or the server cannot start, or the report cannot be written.
+/// A figure that cannot be taken is reported in its row instead.
+pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let plan = Plan::new(&args);
+    let data = tempfile::Builder::new()
+        .prefix("code-runner-bench-")
+        .tempdir()?;
+    let config = Config {
+        max_runtimes: 64,
+        max_timeout_ms: 60_000,
+        ..Config::default()
+    };
+    let worker = Worker::start(WorkerOptions {
+        data_dir: data.path().join("worker"),
+        config,
+        python_wasm: None,
+    })
+    .await
+    .map_err(|err| anyhow::anyhow!(err.message))?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base_url = format!("http://{}", listener.local_addr()?);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(crate::http::serve(listener, worker.clone(), async {
+        let _ = stopped.await;
+    }));
+    let driver = Driver::new(worker.clone(), base_url).map_err(anyhow::Error::msg)?;
+
+    let profiles = profiles();
+    let mut results = Vec::new();
+    for profile in &profiles {
+        results.push(measure_lang(&driver, profile, &plan, data.path()).await);
+    }
+    worker.shutdown().await;
+    let _ = stop.send(());
+    let _ = server.await;
+
+    let rows = report::rows(&profiles, &results, &plan);
+    let report = report::json_report(&profiles, &results, &plan, &rows, started);
+    let text = table::table(&rows);
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "code-runner {} bench — {} × {} — {:.0}s{}",
+        env!("CARGO_PKG_VERSION"),
+        report["machine"]["nproc"],
+        report["machine"]["cpu_model"].as_str().unwrap_or("?"),
+        started.elapsed().as_secs_f64(),
+        if plan.quick {
+            " (--quick: counts too small to trust)"
+        } else {
+            ""
+        }
+    )?;
+    let programs: Vec<String> = profiles
+        .iter()
+        .map(|p| format!("{} `{}`", p.lang, p.trivial))
+        .collect();
+    writeln!(
+        out,
+        "one-shot and kept turns run {}; HTTP is a keep-alive client on 127.0.0.1.\n\
+         Latencies are judged on p50; targets are goals, not assertions.\n",
+        programs.join(", ")
+    )?;
+    out.write_all(text.as_bytes())?;
+    std::fs::write(&args.out, serde_json::to_string_pretty(&report)? + "\n")
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    writeln!(out, "\nJSON report: {}", args.out.display())?;
+    Ok(ExitCode::SUCCESS)
+}

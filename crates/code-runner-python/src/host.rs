@@ -188,39 +188,27 @@ pub fn add_shadows(linker: &mut Linker<Host>) -> wasmtime::Result<()> {
         "fd_pwrite",
         |mut c: Caller<'_, Host>, fd: i32, iovs: i32, n: i32, off: i64, out: i32| {
             let want = requested_bytes(&mut c, iovs, n);
-            if !c.data_mut().quota.reserve_bytes(want) {
-                return Ok(errno::DQUOT);
-            }
-            originals(&c)
-                .fd_pwrite
-                .clone()
-                .call(&mut c, (fd, iovs, n, off, out))
+            let reserved = c.data_mut().quota.reserve_bytes(want);
+            let func = originals(&c).fd_pwrite.clone();
+            delegate_if(reserved, &mut c, func, (fd, iovs, n, off, out))
         },
     )?;
     linker.func_wrap(
         MODULE,
         "fd_allocate",
         |mut c: Caller<'_, Host>, fd: i32, off: i64, len: i64| {
-            if !c.data_mut().quota.reserve_bytes(len.max(0) as u64) {
-                return Ok(errno::DQUOT);
-            }
-            originals(&c)
-                .fd_allocate
-                .clone()
-                .call(&mut c, (fd, off, len))
+            let reserved = c.data_mut().quota.reserve_bytes(len.max(0) as u64);
+            let func = originals(&c).fd_allocate.clone();
+            delegate_if(reserved, &mut c, func, (fd, off, len))
         },
     )?;
     linker.func_wrap(
         MODULE,
         "fd_filestat_set_size",
         |mut c: Caller<'_, Host>, fd: i32, size: i64| {
-            if !c.data_mut().quota.reserve_bytes(size.max(0) as u64) {
-                return Ok(errno::DQUOT);
-            }
-            originals(&c)
-                .fd_filestat_set_size
-                .clone()
-                .call(&mut c, (fd, size))
+            let reserved = c.data_mut().quota.reserve_bytes(size.max(0) as u64);
+            let func = originals(&c).fd_filestat_set_size.clone();
+            delegate_if(reserved, &mut c, func, (fd, size))
         },
     )?;
     linker.func_wrap(
@@ -237,11 +225,12 @@ pub fn add_shadows(linker: &mut Linker<Host>) -> wasmtime::Result<()> {
          fdflags: i32,
          out: i32| {
             const O_CREAT: i32 = 1;
-            if oflags & O_CREAT != 0 && !c.data_mut().quota.reserve_file() {
-                return Ok(errno::DQUOT);
-            }
-            originals(&c).path_open.clone().call(
+            let reserved = oflags & O_CREAT == 0 || c.data_mut().quota.reserve_file();
+            let func = originals(&c).path_open.clone();
+            delegate_if(
+                reserved,
                 &mut c,
+                func,
                 (fd, dirflags, path, len, oflags, base, inh, fdflags, out),
             )
         },
@@ -250,26 +239,18 @@ pub fn add_shadows(linker: &mut Linker<Host>) -> wasmtime::Result<()> {
         MODULE,
         "path_create_directory",
         |mut c: Caller<'_, Host>, fd: i32, path: i32, len: i32| {
-            if !c.data_mut().quota.reserve_file() {
-                return Ok(errno::DQUOT);
-            }
-            originals(&c)
-                .path_create_directory
-                .clone()
-                .call(&mut c, (fd, path, len))
+            let reserved = c.data_mut().quota.reserve_file();
+            let func = originals(&c).path_create_directory.clone();
+            delegate_if(reserved, &mut c, func, (fd, path, len))
         },
     )?;
     linker.func_wrap(
         MODULE,
         "path_symlink",
         |mut c: Caller<'_, Host>, old: i32, old_len: i32, fd: i32, new: i32, new_len: i32| {
-            if !c.data_mut().quota.reserve_file() {
-                return Ok(errno::DQUOT);
-            }
-            originals(&c)
-                .path_symlink
-                .clone()
-                .call(&mut c, (old, old_len, fd, new, new_len))
+            let reserved = c.data_mut().quota.reserve_file();
+            let func = originals(&c).path_symlink.clone();
+            delegate_if(reserved, &mut c, func, (old, old_len, fd, new, new_len))
         },
     )?;
     linker.func_wrap(
@@ -283,16 +264,30 @@ pub fn add_shadows(linker: &mut Linker<Host>) -> wasmtime::Result<()> {
          nfd: i32,
          new: i32,
          new_len: i32| {
-            if !c.data_mut().quota.reserve_file() {
-                return Ok(errno::DQUOT);
-            }
-            originals(&c)
-                .path_link
-                .clone()
-                .call(&mut c, (ofd, oflags, old, old_len, nfd, new, new_len))
+            let reserved = c.data_mut().quota.reserve_file();
+            let func = originals(&c).path_link.clone();
+            delegate_if(
+                reserved,
+                &mut c,
+                func,
+                (ofd, oflags, old, old_len, nfd, new, new_len),
+            )
         },
     )?;
     Ok(())
+}
+
+/// Delegates to wasmtime-wasi when the `/work` quota granted the room, else answers `EDQUOT`.
+fn delegate_if<P: wasmtime::WasmParams>(
+    reserved: bool,
+    caller: &mut Caller<'_, Host>,
+    func: TypedFunc<P, i32>,
+    args: P,
+) -> wasmtime::Result<i32> {
+    if !reserved {
+        return Ok(errno::DQUOT);
+    }
+    func.call(caller, args)
 }
 
 fn requested_bytes(caller: &mut Caller<'_, Host>, iovs: i32, count: i32) -> u64 {

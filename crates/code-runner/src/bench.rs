@@ -12,6 +12,7 @@ mod measure;
 mod native;
 mod profiles;
 mod report;
+mod soak;
 mod stats;
 mod table;
 
@@ -45,6 +46,9 @@ pub struct BenchArgs {
     /// Where to write the JSON report.
     #[arg(long, default_value = "bench.json")]
     pub out: PathBuf,
+    /// Instead of the figures: N one-shot runs and N kept-runtime turns, then RSS against its baseline.
+    #[arg(long, value_name = "N")]
+    pub soak: Option<usize>,
 }
 
 /// How many of each thing to do.
@@ -128,6 +132,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }));
     let driver = Driver::new(worker.clone(), base_url).map_err(anyhow::Error::msg)?;
 
+    if let Some(runs) = args.soak {
+        let soak = soak::soak(&driver, runs).await;
+        worker.shutdown().await;
+        let _ = stop.send(());
+        let _ = server.await;
+        return report_soak(soak.map_err(anyhow::Error::msg)?, &args.out);
+    }
+
     let profiles = profiles();
     let mut results = Vec::new();
     for profile in &profiles {
@@ -169,4 +181,32 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot write {}", args.out.display()))?;
     writeln!(out, "\nJSON report: {}", args.out.display())?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn report_soak(soak: soak::Soak, out_path: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "soak: {n} one-shot runs in {a:.0} s, then {n} kept-runtime turns in {b:.1} s, {f} failures\n\
+         RSS baseline {base:.1} MiB · after one-shots {one:.1} MiB · after kept turns {kept:.1} MiB · growth {g:+.1} MiB",
+        n = soak.runs,
+        a = soak.one_shot_secs,
+        b = soak.kept_secs,
+        f = soak.failures,
+        base = soak.baseline_mib,
+        one = soak.after_one_shot_mib,
+        kept = soak.after_kept_mib,
+        g = soak.after_kept_mib - soak.baseline_mib,
+    )?;
+    std::fs::write(
+        out_path,
+        serde_json::to_string_pretty(&soak.to_json())? + "\n",
+    )
+    .with_context(|| format!("cannot write {}", out_path.display()))?;
+    writeln!(out, "JSON report: {}", out_path.display())?;
+    Ok(if soak.failures == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

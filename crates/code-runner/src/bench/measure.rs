@@ -290,7 +290,7 @@ impl Driver {
 
 /// VmRSS once background work (a warm pool refilling) has stopped moving it:
 /// two readings 200 ms apart within 256 KiB, or the last of 15.
-async fn settled_rss_kib() -> Outcome<u64> {
+pub async fn settled_rss_kib() -> Outcome<u64> {
     let mut last = rss_kib()?;
     for _ in 0..15 {
         tokio::time::sleep(Duration::from_millis(200)).await;

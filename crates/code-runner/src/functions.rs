@@ -106,12 +106,22 @@ pub(crate) async fn run(inner: Arc<Inner>, payload: Value) -> Result<Value, Call
         let id = new_runtime_id();
         let response = settle_response(outcome, caps, elapsed(started), Some(id.clone()))?;
         inner.registry.keep(id, lang, runtime, dir, slot);
+        refill_pool(&inner, lang);
         return Ok(serde_json::to_value(response).unwrap_or(Value::Null));
     }
     runtime.close().await;
     drop((dir, slot));
+    refill_pool(&inner, lang);
     let response = settle_response(outcome, caps, elapsed(started), None)?;
     Ok(serde_json::to_value(response).unwrap_or(Value::Null))
+}
+
+/// Boots replacements for pooled runtimes once a run is over, so the boot
+/// does not compete with the run it would slow down.
+fn refill_pool(inner: &Inner, lang: code_runner_core::Lang) {
+    if let Some(pool) = inner.pool(lang) {
+        pool.refill();
+    }
 }
 
 /// `code-runner::teardown`.

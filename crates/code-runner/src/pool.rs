@@ -2,8 +2,8 @@
 //!
 //! Booting CPython takes tens of milliseconds, most of a one-shot run. The
 //! pool keeps a few interpreters booted (and warmed by one empty turn) at the
-//! default memory size; a one-shot run takes one and a background task boots
-//! its replacement. A pooled runtime has never run user code, so isolation is
+//! default memory size; a one-shot run takes one and, once it has answered,
+//! a background task boots its replacement. A pooled runtime has never run user code, so isolation is
 //! unchanged: after its one run it is closed like any other. Pooled runtimes
 //! hold no `max_runtimes` slot until a run takes them.
 
@@ -59,11 +59,10 @@ impl WarmPool {
         self.memory_mb
     }
 
-    /// Takes a warm runtime, if one is ready, and starts booting its replacement.
-    pub fn take(self: &Arc<Self>) -> Option<Warm> {
-        let warm = self.lock().pop_front();
-        self.refill();
-        warm
+    /// Takes a warm runtime, if one is ready. The caller refills the pool
+    /// after its run, so the replacement's boot does not compete with the run.
+    pub fn take(&self) -> Option<Warm> {
+        self.lock().pop_front()
     }
 
     /// Boots runtimes in the background until the pool holds its size.

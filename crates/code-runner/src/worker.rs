@@ -1,6 +1,7 @@
 //! The worker: configuration, engines, the runtime registry and the bus, wired together.
 
 use std::fs::File;
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
@@ -12,7 +13,7 @@ use code_runner_core::wire::{
 use code_runner_core::{Config, DEFAULT_MEMORY_MB, Engine, Lang, RunnerError};
 use serde_json::{Value, json};
 
-use crate::bus::{Bus, CallError, FUNCTIONS_INFO};
+use crate::bus::{Bus, CallError, FUNCTIONS_INFO, Handler};
 use crate::functions::{self, RUN, TEARDOWN};
 use crate::pool::WarmPool;
 use crate::registry::Registry;
@@ -169,52 +170,48 @@ impl Worker {
 }
 
 fn register_functions(inner: &Arc<Inner>) {
-    let weak = Arc::downgrade(inner);
-    let run = move |payload: Value| {
-        let weak: Weak<Inner> = weak.clone();
-        Box::pin(async move {
-            let inner = weak.upgrade().ok_or_else(shutting_down)?;
-            functions::run(inner, payload).await
-        }) as code_runner_core::BoxFuture<'static, Result<Value, CallError>>
-    };
     inner.bus.register(
         RUN,
         "Run code in a sandbox (no network, host filesystem or packages). One-shot by default: nothing persists and no runtime_id is returned. keep: true keeps the runtime and returns its runtime_id to reuse until code-runner::teardown or the idle TTL reaps it. A failing script is a response, not an error.",
         schema_of::<RunRequest>(),
         schema_of::<RunResponse>(),
-        Arc::new(run),
+        handler(inner, functions::run),
     );
-    let weak = Arc::downgrade(inner);
-    let teardown = move |payload: Value| {
-        let weak: Weak<Inner> = weak.clone();
-        Box::pin(async move {
-            let inner = weak.upgrade().ok_or_else(shutting_down)?;
-            functions::teardown(inner, payload).await
-        }) as code_runner_core::BoxFuture<'static, Result<Value, CallError>>
-    };
     inner.bus.register(
         TEARDOWN,
         "Destroy a runtime: unregister its bus functions, kill it and free its slot. Pass exactly one of runtime_id (from a keep: true run) or namespace (a register_function namespace, e.g. \"app\" for app::greet).",
         schema_of::<TeardownRequest>(),
         schema_of::<TeardownResponse>(),
-        Arc::new(teardown),
+        handler(inner, functions::teardown),
     );
-    let weak = Arc::downgrade(inner);
-    let info = move |payload: Value| {
-        let weak: Weak<Inner> = weak.clone();
-        Box::pin(async move {
-            let inner = weak.upgrade().ok_or_else(shutting_down)?;
-            let request: FunctionsInfoRequest = functions::parse(payload)?;
-            Ok(serde_json::to_value(inner.bus.info(&request.function_ids)).unwrap_or(Value::Null))
-        }) as code_runner_core::BoxFuture<'static, Result<Value, CallError>>
-    };
     inner.bus.register(
         FUNCTIONS_INFO,
         "Describe bus functions: description, request_schema and response_schema for each id asked (an unknown id gets an entry with an error).",
         schema_of::<FunctionsInfoRequest>(),
         schema_of::<FunctionsInfoResponse>(),
-        Arc::new(info),
+        handler(inner, |inner, payload| async move {
+            let request: FunctionsInfoRequest = functions::parse(payload)?;
+            Ok(serde_json::to_value(inner.bus.info(&request.function_ids)).unwrap_or(Value::Null))
+        }),
     );
+}
+
+/// A bus handler over the worker that holds it only weakly, so the bus
+/// never keeps the worker alive.
+fn handler<F, Fut>(inner: &Arc<Inner>, f: F) -> Handler
+where
+    F: Fn(Arc<Inner>, Value) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Value, CallError>> + Send + 'static,
+{
+    let weak: Weak<Inner> = Arc::downgrade(inner);
+    let f = Arc::new(f);
+    Arc::new(move |payload: Value| {
+        let (weak, f) = (weak.clone(), f.clone());
+        Box::pin(async move {
+            let inner = weak.upgrade().ok_or_else(shutting_down)?;
+            f(inner, payload).await
+        })
+    })
 }
 
 fn shutting_down() -> CallError {

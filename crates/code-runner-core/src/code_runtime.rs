@@ -285,7 +285,7 @@ impl CodeRuntime {
         };
         let (value, error) = match outcome.ending {
             TurnEnding::Faulted(fault) => {
-                let denied = looks_denied(&fault.message());
+                let denied = outcome.denied;
                 let mut result = failure(fault.kind(), fault.message());
                 result.logs = logs;
                 result.sandbox = Some(sandbox(denied));
@@ -333,9 +333,7 @@ impl CodeRuntime {
                 }),
             };
         }
-        let denied = error
-            .as_ref()
-            .is_some_and(|(_, message)| looks_denied(message));
+        let denied = error.is_some() && outcome.denied;
         CodeRunResult {
             sandbox: Some(sandbox(denied)),
             value,
@@ -343,20 +341,6 @@ impl CodeRuntime {
             error: error.map(|(kind, message)| CodeRunFailure { kind, message }),
         }
     }
-}
-
-/// Whether an exception reads like the sandbox's denial: a read-only mount,
-/// a capability refusal or the `/work` quota.
-fn looks_denied(message: &str) -> bool {
-    [
-        "Read-only file system",
-        "Permission denied",
-        "Operation not permitted",
-        "Disk quota exceeded",
-        "Capabilities insufficient",
-    ]
-    .iter()
-    .any(|needle| message.contains(needle))
 }
 
 fn failure(kind: FailureKind, message: String) -> CodeRunResult {

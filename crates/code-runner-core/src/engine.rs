@@ -192,6 +192,10 @@ pub struct TurnOutcome {
     pub stderr: StreamBuffer,
     /// How it ended.
     pub ending: TurnEnding,
+    /// Whether the sandbox refused a file operation during the turn (a
+    /// capability or permission denial, a read-only mount, the `/work` quota),
+    /// as the engine observed it, not as the program reported it.
+    pub denied: bool,
 }
 
 /// A live runtime: state that persists from one turn to the next.

@@ -112,6 +112,7 @@ mod tests {
             stdout,
             stderr: StreamBuffer::new(Stream::Stderr, Some(10)),
             ending,
+            denied: false,
         }
     }
 

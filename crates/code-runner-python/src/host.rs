@@ -22,6 +22,9 @@ pub mod errno {
     pub const FAULT: i32 = 21;
     /// Invalid argument.
     pub const INVAL: i32 = 28;
+    /// The errors that mean "the sandbox said no": permission denied,
+    /// operation not permitted, read-only file system, capabilities insufficient.
+    pub const DENIALS: [i32; 4] = [2, 63, 69, 76];
 }
 
 const MODULE: &str = "wasi_snapshot_preview1";
@@ -47,6 +50,12 @@ const DELEGATED: &[(&str, &str)] = &[
         "(param i32 i32 i32 i32 i32 i32 i32) (result i32)",
     ),
     ("poll_oneoff", "(param i32 i32 i32 i32) (result i32)"),
+    ("path_unlink_file", "(param i32 i32 i32) (result i32)"),
+    ("path_remove_directory", "(param i32 i32 i32) (result i32)"),
+    (
+        "path_rename",
+        "(param i32 i32 i32 i32 i32 i32) (result i32)",
+    ),
 ];
 
 /// The trampoline: a tiny module that imports python's memory and the
@@ -102,6 +111,9 @@ pub struct Originals {
     path_symlink: TypedFunc<(i32, i32, i32, i32, i32), i32>,
     path_link: PathLink,
     poll_oneoff: TypedFunc<(i32, i32, i32, i32), i32>,
+    path_unlink_file: TypedFunc<(i32, i32, i32), i32>,
+    path_remove_directory: TypedFunc<(i32, i32, i32), i32>,
+    path_rename: TypedFunc<(i32, i32, i32, i32, i32, i32), i32>,
 }
 
 impl Originals {
@@ -129,6 +141,9 @@ impl Originals {
             path_symlink: instance.get_typed_func(&mut *store, "path_symlink")?,
             path_link: instance.get_typed_func(&mut *store, "path_link")?,
             poll_oneoff: instance.get_typed_func(&mut *store, "poll_oneoff")?,
+            path_unlink_file: instance.get_typed_func(&mut *store, "path_unlink_file")?,
+            path_remove_directory: instance.get_typed_func(&mut *store, "path_remove_directory")?,
+            path_rename: instance.get_typed_func(&mut *store, "path_rename")?,
         })
     }
 }
@@ -274,10 +289,41 @@ pub fn add_shadows(linker: &mut Linker<Host>) -> wasmtime::Result<()> {
             )
         },
     )?;
+    linker.func_wrap(
+        MODULE,
+        "path_unlink_file",
+        |mut c: Caller<'_, Host>, fd: i32, path: i32, len: i32| {
+            let func = originals(&c).path_unlink_file.clone();
+            delegate_if(true, &mut c, func, (fd, path, len))
+        },
+    )?;
+    linker.func_wrap(
+        MODULE,
+        "path_remove_directory",
+        |mut c: Caller<'_, Host>, fd: i32, path: i32, len: i32| {
+            let func = originals(&c).path_remove_directory.clone();
+            delegate_if(true, &mut c, func, (fd, path, len))
+        },
+    )?;
+    linker.func_wrap(
+        MODULE,
+        "path_rename",
+        |mut c: Caller<'_, Host>,
+         fd: i32,
+         old: i32,
+         old_len: i32,
+         new_fd: i32,
+         new: i32,
+         new_len: i32| {
+            let func = originals(&c).path_rename.clone();
+            delegate_if(true, &mut c, func, (fd, old, old_len, new_fd, new, new_len))
+        },
+    )?;
     Ok(())
 }
 
-/// Delegates to wasmtime-wasi when the `/work` quota granted the room, else answers `EDQUOT`.
+/// Delegates to wasmtime-wasi when the `/work` quota granted the room, else
+/// answers `EDQUOT`; either refusal is recorded as a sandbox denial.
 fn delegate_if<P: wasmtime::WasmParams>(
     reserved: bool,
     caller: &mut Caller<'_, Host>,
@@ -285,9 +331,14 @@ fn delegate_if<P: wasmtime::WasmParams>(
     args: P,
 ) -> wasmtime::Result<i32> {
     if !reserved {
+        caller.data_mut().denied = true;
         return Ok(errno::DQUOT);
     }
-    func.call(caller, args)
+    let result = func.call(&mut *caller, args)?;
+    if errno::DENIALS.contains(&result) {
+        caller.data_mut().denied = true;
+    }
+    Ok(result)
 }
 
 fn requested_bytes(caller: &mut Caller<'_, Host>, iovs: i32, count: i32) -> u64 {
@@ -345,13 +396,9 @@ fn fd_write(
 ) -> wasmtime::Result<i32> {
     if !(0..=2).contains(&fd) {
         let want = requested_bytes(&mut caller, iovs, count);
-        if !caller.data_mut().quota.reserve_bytes(want) {
-            return Ok(errno::DQUOT);
-        }
-        return originals(&caller)
-            .fd_write
-            .clone()
-            .call(&mut caller, (fd, iovs, count, nwritten));
+        let reserved = caller.data_mut().quota.reserve_bytes(want);
+        let func = originals(&caller).fd_write.clone();
+        return delegate_if(reserved, &mut caller, func, (fd, iovs, count, nwritten));
     }
     let Some(mem) = memory(&mut caller) else {
         return Ok(errno::FAULT);

@@ -258,6 +258,7 @@ impl PythonRuntime {
             stdout: StreamBuffer::new(Stream::Stdout, cap),
             stderr: StreamBuffer::new(Stream::Stderr, cap),
             ending: TurnEnding::Faulted(fault),
+            denied: false,
         }
     }
 

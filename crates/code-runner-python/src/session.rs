@@ -111,6 +111,8 @@ pub struct Host {
     memory_mb: u64,
     pub(crate) clock_base: Instant,
     pub(crate) stop: Option<Stop>,
+    /// Whether a file operation was refused during the current turn.
+    pub(crate) denied: bool,
     token: String,
     inbound: Vec<u8>,
     inbound_pos: usize,
@@ -172,6 +174,7 @@ impl Host {
         self.set_inbound(protocol::turn(&spec.program, &spec.bindings));
         self.limiter.hit = false;
         self.quota.hit = false;
+        self.denied = false;
         self.phase = Phase::Running;
         self.turn = Some(ActiveTurn {
             deadline: Instant::now() + spec.timeout,
@@ -293,6 +296,7 @@ impl Host {
             stdout: turn.stdout,
             stderr: turn.stderr,
             ending,
+            denied: self.denied,
         });
         if discard { Err(Stop::Discard) } else { Ok(()) }
     }
@@ -346,6 +350,7 @@ impl Host {
             stdout: turn.stdout,
             stderr: turn.stderr,
             ending,
+            denied: self.denied,
         });
         None
     }
@@ -436,6 +441,7 @@ fn run_interpreter(
         memory_mb: boot.options.memory_mb,
         clock_base,
         stop: None,
+        denied: false,
         inbound: protocol::boot(&token),
         token,
         inbound_pos: 0,
@@ -520,6 +526,7 @@ fn crashed(message: String) -> TurnOutcome {
         stdout: StreamBuffer::new(Stream::Stdout, Some(0)),
         stderr: StreamBuffer::new(Stream::Stderr, Some(0)),
         ending: TurnEnding::Faulted(Fault::Crashed(message)),
+        denied: false,
     }
 }
 

@@ -278,6 +278,23 @@ async fn read_only_sandbox_denies_writes() {
     assert!(sandbox.denied, "{:?}", result.error);
 }
 
+/// Denials are what the host observed the sandbox refuse, not words in the
+/// program's output: a caught escape still counts, a message that merely says
+/// "Permission denied" does not.
+#[tokio::test(flavor = "multi_thread")]
+async fn denials_are_observed_not_parsed() {
+    let rt = seam(CodeRuntimeOptions::default());
+    let escaped = run(
+        &rt,
+        request("try:\n    open('/work/../etc/passwd')\nexcept OSError:\n    pass\nraise RuntimeError('unrelated')"),
+    )
+    .await;
+    assert_eq!(kind(&escaped), Some(FailureKind::Exception));
+    assert!(escaped.sandbox.unwrap().denied);
+    let words = run(&rt, request("raise RuntimeError('Permission denied')")).await;
+    assert!(!words.sandbox.unwrap().denied);
+}
+
 /// Runs never see each other's files or globals.
 #[tokio::test(flavor = "multi_thread")]
 async fn runs_are_isolated() {

@@ -76,11 +76,9 @@ async fn globals_persist_and_result_is_cleared() {
     rt.close().await;
 }
 
-/// A busy loop is stopped by the epoch callback on time.
-#[tokio::test(flavor = "multi_thread")]
-async fn busy_loop_times_out() {
-    let (rt, _dir) = runtime(128).await;
-    let mut spec = turn("while True: pass");
+/// Runs `program` with a 300 ms budget and asserts it is stopped as a timeout, on time.
+async fn assert_stopped_on_time(rt: &Arc<dyn Runtime>, program: &str) {
+    let mut spec = turn(program);
     spec.timeout = Duration::from_millis(300);
     let started = Instant::now();
     let out = rt.run(spec).await;
@@ -89,7 +87,14 @@ async fn busy_loop_times_out() {
         "{:?}",
         out.ending
     );
-    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// A busy loop is stopped by the epoch callback on time.
+#[tokio::test(flavor = "multi_thread")]
+async fn busy_loop_times_out() {
+    let (rt, _dir) = runtime(128).await;
+    assert_stopped_on_time(&rt, "while True: pass").await;
     rt.close().await;
 }
 
@@ -139,16 +144,7 @@ fn corrupt_wasm_is_refused_by_hash() {
 #[tokio::test(flavor = "multi_thread")]
 async fn blocked_sleep_times_out() {
     let (rt, _dir) = runtime(128).await;
-    let mut spec = turn("import time\ntime.sleep(60)");
-    spec.timeout = Duration::from_millis(300);
-    let started = Instant::now();
-    let out = rt.run(spec).await;
-    assert!(
-        matches!(out.ending, TurnEnding::Faulted(Fault::Timeout { .. })),
-        "{:?}",
-        out.ending
-    );
-    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_stopped_on_time(&rt, "import time\ntime.sleep(60)").await;
     // The interpreter was lost; the next turn boots a fresh one.
     assert_eq!(
         value(&rt.run(turn("result = 'again'")).await),

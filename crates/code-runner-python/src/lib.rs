@@ -325,25 +325,8 @@ fn start_ticker(engine: &wasmtime::Engine) {
         .push(engine.clone());
 }
 
-/// A fresh random token (128 bits, hex) for framing and ids.
+/// A fresh random token (128 bits, hex) for framing the wrapper channel and naming temp files.
 pub(crate) fn random_token() -> String {
-    let mut bytes = [0u8; 16];
-    getrandom_fill(&mut bytes);
+    let bytes: [u8; 16] = rand::random();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn getrandom_fill(bytes: &mut [u8]) {
-    use std::io::Read;
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(bytes))
-        .is_err()
-    {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        for (i, byte) in bytes.iter_mut().enumerate() {
-            *byte = (seed >> ((i % 16) * 8)) as u8 ^ (i as u8).wrapping_mul(151);
-        }
-    }
 }

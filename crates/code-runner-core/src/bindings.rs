@@ -75,6 +75,14 @@ pub struct BindingNamespace {
     pub global: String,
     /// The callable members, keyed by the exact name the program calls.
     pub functions: BTreeMap<String, BindingFn>,
+    /// Members of `functions` that take a callable: the program calls
+    /// `ns.member(id, handler, options?)`, the engine keeps `handler` under
+    /// the key `id` (as [`crate::Task::Define`] would) and calls the host
+    /// function with `{"id": id, "options": options}` (options `null` when
+    /// omitted). When the host function rejects, the engine drops the handler
+    /// again and the call rejects. An engine whose language cannot pass
+    /// callables across (python) treats a registrar as an ordinary member.
+    pub registrars: BTreeSet<String>,
     /// Plain JSON attributes beside the functions (e.g. `iii.namespace`).
     pub values: Map<String, Value>,
     /// Optional typed rejection for this namespace.
@@ -86,6 +94,7 @@ impl fmt::Debug for BindingNamespace {
         f.debug_struct("BindingNamespace")
             .field("global", &self.global)
             .field("functions", &self.functions.keys().collect::<Vec<_>>())
+            .field("registrars", &self.registrars)
             .field("values", &self.values)
             .field("error_class", &self.error_class)
             .finish()
@@ -98,6 +107,7 @@ impl BindingNamespace {
         BindingNamespace {
             global: global.into(),
             functions: BTreeMap::new(),
+            registrars: BTreeSet::new(),
             values: Map::new(),
             error_class: None,
         }
@@ -115,6 +125,19 @@ impl BindingNamespace {
             Arc::new(move |args, call| Box::pin(f(args, call))),
         );
         self
+    }
+
+    /// Adds a registrar under `name`: a member the program calls with an id
+    /// and a callable (see [`BindingNamespace::registrars`]).
+    #[must_use]
+    pub fn registrar<F, Fut>(mut self, name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(Value, BindingCall) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, BindingError>> + Send + 'static,
+    {
+        let name = name.into();
+        self.registrars.insert(name.clone());
+        self.function(name, f)
     }
 
     /// Adds a plain JSON attribute under `name`.

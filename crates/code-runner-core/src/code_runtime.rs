@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::bindings::{BindingNamespace, Bindings};
 use crate::caps::serialized_len;
-use crate::engine::{AbortSignal, Engine, FailureKind, RuntimeOptions, TurnEnding, TurnSpec};
+use crate::engine::{AbortSignal, Engine, FailureKind, RuntimeOptions, Task, TurnEnding, TurnSpec};
 use crate::error::RunnerError;
 use crate::settle::{Settled, ValuePolicy, settle_completion};
 
@@ -264,7 +264,7 @@ impl CodeRuntime {
         };
         let cap = self.options.max_output_bytes;
         let turn = TurnSpec {
-            program: spec.program,
+            task: Task::Program(spec.program),
             timeout: Duration::from_millis(spec.timeout_ms),
             bindings: spec.bindings,
             max_stream_bytes: cap,

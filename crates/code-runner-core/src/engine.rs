@@ -18,6 +18,9 @@ use crate::error::{ErrorCode, RunnerError};
 use crate::wire::Lang;
 
 /// Options fixed when a runtime is created (the per-runtime tier of limits).
+///
+/// Engines add their own keys here with a default, so that callers build it
+/// as `RuntimeOptions { work_dir, ..RuntimeOptions::default() }`.
 #[derive(Debug, Clone)]
 pub struct RuntimeOptions {
     /// Linear-memory (python) or heap (node) ceiling in MiB.
@@ -28,11 +31,65 @@ pub struct RuntimeOptions {
     pub read_only: bool,
 }
 
-/// One turn: a program, its budget, its bindings and its caps.
+impl Default for RuntimeOptions {
+    /// [`crate::DEFAULT_MEMORY_MB`], no directory (set one), writable.
+    fn default() -> Self {
+        RuntimeOptions {
+            memory_mb: crate::DEFAULT_MEMORY_MB,
+            work_dir: PathBuf::new(),
+            read_only: false,
+        }
+    }
+}
+
+/// What one turn does.
+///
+/// A plain run is a [`Task::Program`]. The other two serve functions
+/// published on the bus (`register_function`, node's `iii.registerFunction`):
+/// a runtime keeps handlers by key, and each call of a published function is
+/// one [`Task::Invoke`] turn on the runtime that holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Task {
+    /// Run a program. Python: a module whose `result` global is the
+    /// completion. Node: the body of an async function whose return value is
+    /// the completion.
+    Program(String),
+    /// Load handler source and keep its `handler` under `key`.
+    ///
+    /// Python: a module that defines `handler(payload)`; node: an ES module
+    /// that exports `handler`. Whatever else the source defines stays in the
+    /// runtime's globals for later turns. A source that leaves no callable
+    /// `handler` ends the turn with exit code 1 and an exception saying so,
+    /// and the handler kept under `key` before, if any, stays.
+    Define {
+        /// The key the handler is kept under (the worker uses the function id).
+        key: String,
+        /// The handler source, in the runtime's language.
+        source: String,
+    },
+    /// Call the handler kept under `key` with `payload`; its (awaited) return
+    /// value is the completion. A raised exception is an ordinary exit-code-1
+    /// outcome; an unknown key is one too, with an exception naming the key.
+    Invoke {
+        /// The key given to [`Task::Define`] or to a binding registrar.
+        key: String,
+        /// The lossless JSON argument.
+        payload: Value,
+    },
+}
+
+impl Task {
+    /// A plain program.
+    pub fn program(source: impl Into<String>) -> Task {
+        Task::Program(source.into())
+    }
+}
+
+/// One turn: a task, its budget, its bindings and its caps.
 #[derive(Debug, Clone)]
 pub struct TurnSpec {
-    /// The source to run, in the runtime's language.
-    pub program: String,
+    /// What to run, in the runtime's language.
+    pub task: Task,
     /// Wall-clock budget, already clamped by the caller.
     pub timeout: Duration,
     /// Host functions exposed as globals for this turn.

@@ -50,7 +50,7 @@ pub use code_runtime::{
 };
 pub use config::*;
 pub use engine::{
-    AbortSignal, Completion, Engine, FailureKind, Fault, Runtime, RuntimeOptions, TurnEnding,
+    AbortSignal, Completion, Engine, FailureKind, Fault, Runtime, RuntimeOptions, Task, TurnEnding,
     TurnOutcome, TurnSpec,
 };
 pub use error::{ErrorCode, RunnerError};

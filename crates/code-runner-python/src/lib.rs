@@ -14,7 +14,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), code_runner_core::RunnerError> {
-//! use code_runner_core::{Engine, RuntimeOptions, TurnSpec, Bindings, AbortSignal, TurnEnding, Completion};
+//! use code_runner_core::{Engine, RuntimeOptions, Task, TurnSpec, Bindings, AbortSignal, TurnEnding, Completion};
 //! use code_runner_python::PythonEngine;
 //!
 //! let engine = PythonEngine::from_default_location()?;
@@ -22,7 +22,7 @@
 //! std::fs::create_dir_all(&work).unwrap();
 //! let runtime = engine.spawn(RuntimeOptions { memory_mb: 128, work_dir: work, read_only: false }).await?;
 //! let outcome = runtime.run(TurnSpec {
-//!     program: "result = 2 + 2".into(),
+//!     task: Task::program("result = 2 + 2"),
 //!     timeout: std::time::Duration::from_secs(5),
 //!     bindings: Bindings::none(),
 //!     max_stream_bytes: Some(16_384),

@@ -8,7 +8,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use code_runner_core::Bindings;
+use code_runner_core::{Bindings, Task};
 
 /// Largest guest frame the host accepts (the wrapper sends facts, not the
 /// value, for a larger result).
@@ -27,8 +27,8 @@ pub fn boot(token: &str) -> Vec<u8> {
     encode(&serde_json::json!({ "token": token }))
 }
 
-/// A turn frame: the program and the shape of its bindings.
-pub fn turn(program: &str, bindings: &Bindings) -> Vec<u8> {
+/// A turn frame: the task and the shape of its bindings.
+pub fn turn(task: &Task, bindings: &Bindings) -> Vec<u8> {
     let namespaces: Vec<Value> = bindings
         .namespaces()
         .iter()
@@ -46,7 +46,13 @@ pub fn turn(program: &str, bindings: &Bindings) -> Vec<u8> {
             Value::Object(spec)
         })
         .collect();
-    encode(&serde_json::json!({ "code": program, "bindings": namespaces }))
+    let mut frame = match task {
+        Task::Program(code) => serde_json::json!({ "code": code }),
+        Task::Define { key, source } => serde_json::json!({ "define": key, "code": source }),
+        Task::Invoke { key, payload } => serde_json::json!({ "invoke": key, "payload": payload }),
+    };
+    frame["bindings"] = Value::Array(namespaces);
+    encode(&frame)
 }
 
 /// The reply to a binding call.

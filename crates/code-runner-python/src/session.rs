@@ -171,7 +171,7 @@ impl Host {
     }
 
     fn start(&mut self, Command::Turn(spec, reply): Command) {
-        self.set_inbound(protocol::turn(&spec.program, &spec.bindings));
+        self.set_inbound(protocol::turn(&spec.task, &spec.bindings));
         self.limiter.hit = false;
         self.quota.hit = false;
         self.denied = false;

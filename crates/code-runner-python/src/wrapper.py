@@ -294,6 +294,27 @@ def _main():
     _sys.stdin = _io.StringIO("")
     del boot
 
+    # Handlers of published functions, by key (Task::Define / Task::Invoke).
+    handlers = {}
+
+    class HandlerMissing(Exception):
+        pass
+
+    def define(key, source):
+        env.pop("handler", None)
+        exec(compile(source, "<run>", "exec"), env)
+        handler = env.get("handler")
+        if not callable(handler):
+            raise HandlerMissing("the source defines no callable handler(payload): "
+                                 "write `def handler(payload): ...` at module level")
+        handlers[key] = handler
+
+    def invoke(key, payload):
+        handler = handlers.get(key)
+        if handler is None:
+            raise HandlerMissing(f"no handler is kept under {key!r}")
+        env["result"] = handler(payload)
+
     while True:
         turn = read_frame()
         install(env, turn.get("bindings") or [])
@@ -301,7 +322,12 @@ def _main():
         exit_code = 0
         exception = None
         try:
-            exec(compile(turn["code"], "<run>", "exec"), env)
+            if "invoke" in turn:
+                invoke(turn["invoke"], turn.get("payload"))
+            elif "define" in turn:
+                define(turn["define"], turn["code"])
+            else:
+                exec(compile(turn["code"], "<run>", "exec"), env)
         except SystemExit as exc:
             code = exc.code
             if code is None:

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use code_runner_core::wire::{RunRequest, TeardownRequest, TeardownResponse};
 use code_runner_core::{
     AbortSignal, BindingCall, BindingError, BindingNamespace, Bindings, ErrorCode, RunnerError,
-    RuntimeOptions, TurnEnding, TurnSpec, settle_response,
+    RuntimeOptions, Task, TurnEnding, TurnSpec, settle_response,
 };
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -47,7 +47,7 @@ pub(crate) async fn run(inner: Arc<Inner>, payload: Value) -> Result<Value, Call
     let caps = config.output_caps();
     let started = Instant::now();
     let turn = TurnSpec {
-        program: request.code,
+        task: Task::Program(request.code),
         timeout,
         bindings: iii_bindings(Arc::downgrade(&inner)),
         max_stream_bytes: caps.max_stream_bytes,
@@ -95,7 +95,7 @@ pub(crate) async fn run(inner: Arc<Inner>, payload: Value) -> Result<Value, Call
             let options = RuntimeOptions {
                 memory_mb,
                 work_dir: dir.0.clone(),
-                read_only: false,
+                ..RuntimeOptions::default()
             };
             (engine.spawn(options).await?, dir)
         }

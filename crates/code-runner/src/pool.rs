@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use code_runner_core::{AbortSignal, Bindings, Engine, Runtime, RuntimeOptions, TurnSpec};
+use code_runner_core::{AbortSignal, Bindings, Engine, Runtime, RuntimeOptions, Task, TurnSpec};
 
 use crate::ids::new_dir_name;
 use crate::registry::WorkDir;
@@ -95,7 +95,7 @@ impl WarmPool {
         let options = RuntimeOptions {
             memory_mb: self.memory_mb,
             work_dir: dir.0.clone(),
-            read_only: false,
+            ..RuntimeOptions::default()
         };
         let runtime = match self.engine.spawn(options).await {
             Ok(runtime) => runtime,
@@ -109,7 +109,7 @@ impl WarmPool {
             }
         };
         let warm_up = TurnSpec {
-            program: String::new(),
+            task: Task::Program(String::new()),
             timeout: Duration::from_secs(5),
             bindings: Bindings::none(),
             max_stream_bytes: Some(0),

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use code_runner_core::{
     AbortSignal, BindingNamespace, Bindings, Completion, Engine, Fault, Runtime, RuntimeOptions,
-    TurnEnding, TurnOutcome, TurnSpec,
+    Task, TurnEnding, TurnOutcome, TurnSpec,
 };
 use serde_json::{Value, json};
 
@@ -16,14 +16,14 @@ async fn runtime(memory_mb: u64) -> (Arc<dyn Runtime>, tempfile::TempDir) {
     let options = RuntimeOptions {
         memory_mb,
         work_dir: dir.path().to_path_buf(),
-        read_only: false,
+        ..RuntimeOptions::default()
     };
     (engine().spawn(options).await.expect("boot"), dir)
 }
 
 fn turn(program: &str) -> TurnSpec {
     TurnSpec {
-        program: program.into(),
+        task: Task::program(program),
         timeout: Duration::from_secs(10),
         bindings: Bindings::none(),
         max_stream_bytes: Some(16_384),
@@ -73,6 +73,86 @@ async fn globals_persist_and_result_is_cleared() {
             ..
         }
     ));
+    rt.close().await;
+}
+
+/// Handlers are kept by key: a source without one is refused and keeps the
+/// previous handler; state the source defines persists between invocations.
+#[tokio::test(flavor = "multi_thread")]
+async fn handlers_are_defined_kept_and_invoked() {
+    let (rt, _dir) = runtime(128).await;
+    let with_task = |task: Task| TurnSpec { task, ..turn("") };
+    let define = |key: &str, source: &str| {
+        with_task(Task::Define {
+            key: key.into(),
+            source: source.into(),
+        })
+    };
+    let invoke = |key: &str, payload: Value| {
+        with_task(Task::Invoke {
+            key: key.into(),
+            payload,
+        })
+    };
+    let source = "calls = 0\ndef handler(payload):\n    global calls\n    calls += 1\n    return {'hi': payload['name'], 'calls': calls}\n";
+    let out = rt.run(define("app::greet", source)).await;
+    assert!(
+        matches!(out.ending, TurnEnding::Exited { exit_code: 0, .. }),
+        "{:?}",
+        out.ending
+    );
+    assert_eq!(
+        value(&rt.run(invoke("app::greet", json!({"name": "ana"}))).await),
+        json!({"hi": "ana", "calls": 1})
+    );
+    assert_eq!(
+        value(&rt.run(invoke("app::greet", json!({"name": "bo"}))).await),
+        json!({"hi": "bo", "calls": 2})
+    );
+
+    let out = rt.run(define("app::greet", "x = 1")).await;
+    match &out.ending {
+        TurnEnding::Exited {
+            exit_code: 1,
+            exception: Some(text),
+            ..
+        } => {
+            assert!(text.contains("no callable handler"), "{text}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        value(&rt.run(invoke("app::greet", json!({"name": "cy"}))).await)["calls"],
+        json!(3)
+    );
+
+    let out = rt.run(invoke("app::missing", json!(null))).await;
+    assert!(
+        matches!(out.ending, TurnEnding::Exited { exit_code: 1, .. }),
+        "{:?}",
+        out.ending
+    );
+    let out = rt
+        .run(define(
+            "app::boom",
+            "def handler(p):\n    raise ValueError('bad ' + p)\n",
+        ))
+        .await;
+    assert!(matches!(
+        out.ending,
+        TurnEnding::Exited { exit_code: 0, .. }
+    ));
+    let out = rt.run(invoke("app::boom", json!("input"))).await;
+    match &out.ending {
+        TurnEnding::Exited {
+            exit_code: 1,
+            exception: Some(text),
+            ..
+        } => {
+            assert!(text.contains("ValueError: bad input"), "{text}")
+        }
+        other => panic!("{other:?}"),
+    }
     rt.close().await;
 }
 

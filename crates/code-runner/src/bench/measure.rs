@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use code_runner_core::{
-    AbortSignal, Bindings, DEFAULT_MEMORY_MB, Engine, Lang, RuntimeOptions, TurnEnding, TurnSpec,
+    AbortSignal, Bindings, DEFAULT_MEMORY_MB, Engine, Lang, RuntimeOptions, Task, TurnEnding,
+    TurnSpec,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -329,14 +330,14 @@ pub async fn lifecycle(
         let options = RuntimeOptions {
             memory_mb: DEFAULT_MEMORY_MB,
             work_dir: work_dir.clone(),
-            read_only: false,
+            ..RuntimeOptions::default()
         };
         let started = Instant::now();
         let runtime = engine.spawn(options).await.map_err(|err| err.message)?;
         let booted = Instant::now();
         let outcome = runtime
             .run(TurnSpec {
-                program: trivial.to_string(),
+                task: Task::Program(trivial.to_string()),
                 timeout: Duration::from_secs(5),
                 bindings: Bindings::none(),
                 max_stream_bytes: Some(16_384),

@@ -142,6 +142,9 @@ pub struct FunctionInfo {
     /// JSON Schema of the answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_schema: Option<Value>,
+    /// Free-form metadata; `{"internal": true}` marks hooks and content functions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
     /// Set instead of the rest when the id is unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

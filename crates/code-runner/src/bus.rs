@@ -36,39 +36,62 @@ impl From<RunnerError> for CallError {
 /// A function handler: JSON payload in, JSON answer or error out.
 pub type Handler = Arc<dyn Fn(Value) -> BoxFuture<'static, Result<Value, CallError>> + Send + Sync>;
 
-struct Entry {
-    description: String,
-    request_schema: Value,
-    response_schema: Value,
-    handler: Handler,
+/// A bus function: its description, schemas, metadata and handler.
+#[derive(Clone)]
+pub struct Function {
+    /// What `engine::functions::info` shows a caller.
+    pub description: String,
+    /// JSON Schema of the payload.
+    pub request_schema: Value,
+    /// JSON Schema of the answer.
+    pub response_schema: Value,
+    /// Free-form metadata; `{"internal": true}` marks a function callers
+    /// do not call directly (hooks, content functions).
+    pub metadata: Value,
+    /// The handler.
+    pub handler: Handler,
+}
+
+impl Function {
+    /// A function with schemas and empty metadata.
+    pub fn new(
+        description: impl Into<String>,
+        request_schema: Value,
+        response_schema: Value,
+        handler: Handler,
+    ) -> Self {
+        Function {
+            description: description.into(),
+            request_schema,
+            response_schema,
+            metadata: Value::Object(Default::default()),
+            handler,
+        }
+    }
+
+    /// Marks the function internal (`metadata.internal: true`).
+    #[must_use]
+    pub fn internal(mut self) -> Self {
+        if let Value::Object(map) = &mut self.metadata {
+            map.insert("internal".into(), Value::Bool(true));
+        }
+        self
+    }
 }
 
 /// The registry of bus functions.
 #[derive(Default)]
 pub struct Bus {
-    functions: RwLock<BTreeMap<String, Entry>>,
+    functions: RwLock<BTreeMap<String, Function>>,
 }
 
 impl Bus {
     /// Registers (or replaces) `id`.
-    pub fn register(
-        &self,
-        id: &str,
-        description: &str,
-        request_schema: Value,
-        response_schema: Value,
-        handler: Handler,
-    ) {
-        let entry = Entry {
-            description: description.to_string(),
-            request_schema,
-            response_schema,
-            handler,
-        };
+    pub fn register(&self, id: &str, function: Function) {
         self.functions
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(id.to_string(), entry);
+            .insert(id.to_string(), function);
     }
 
     /// Calls `id` with `payload`.
@@ -98,6 +121,7 @@ impl Bus {
                 description: Some(entry.description.clone()),
                 request_schema: Some(entry.request_schema.clone()),
                 response_schema: Some(entry.response_schema.clone()),
+                metadata: Some(entry.metadata.clone()),
                 error: None,
             },
             None => FunctionInfo {
@@ -105,6 +129,7 @@ impl Bus {
                 description: None,
                 request_schema: None,
                 response_schema: None,
+                metadata: None,
                 error: Some(format!(
                     "{FUNCTION_NOT_FOUND}: no function `{id}` on this bus"
                 )),

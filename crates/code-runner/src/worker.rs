@@ -13,7 +13,7 @@ use code_runner_core::wire::{
 use code_runner_core::{Config, DEFAULT_MEMORY_MB, Engine, Lang, RunnerError};
 use serde_json::{Value, json};
 
-use crate::bus::{Bus, CallError, FUNCTIONS_INFO, Handler};
+use crate::bus::{Bus, CallError, FUNCTIONS_INFO, Function, Handler};
 use crate::functions::{self, RUN, TEARDOWN};
 use crate::pool::WarmPool;
 use crate::registry::Registry;
@@ -172,20 +172,23 @@ impl Worker {
 fn register_functions(inner: &Arc<Inner>) {
     inner.bus.register(
         RUN,
+        Function::new(
         "Run code in a sandbox (no network, host filesystem or packages). One-shot by default: nothing persists and no runtime_id is returned. keep: true keeps the runtime and returns its runtime_id to reuse until code-runner::teardown or the idle TTL reaps it. A failing script is a response, not an error.",
         schema_of::<RunRequest>(),
         schema_of::<RunResponse>(),
         handler(inner, functions::run),
-    );
+    ));
     inner.bus.register(
         TEARDOWN,
+        Function::new(
         "Destroy a runtime: unregister its bus functions, kill it and free its slot. Pass exactly one of runtime_id (from a keep: true run) or namespace (a register_function namespace, e.g. \"app\" for app::greet).",
         schema_of::<TeardownRequest>(),
         schema_of::<TeardownResponse>(),
         handler(inner, functions::teardown),
-    );
+    ));
     inner.bus.register(
         FUNCTIONS_INFO,
+        Function::new(
         "Describe bus functions: description, request_schema and response_schema for each id asked (an unknown id gets an entry with an error).",
         schema_of::<FunctionsInfoRequest>(),
         schema_of::<FunctionsInfoResponse>(),
@@ -193,7 +196,7 @@ fn register_functions(inner: &Arc<Inner>) {
             let request: FunctionsInfoRequest = functions::parse(payload)?;
             Ok(serde_json::to_value(inner.bus.info(&request.function_ids)).unwrap_or(Value::Null))
         }),
-    );
+    ));
 }
 
 /// A bus handler over the worker that holds it only weakly, so the bus

@@ -92,6 +92,7 @@ describe("run card", () => {
     expect(markup).toMatch(/<span class="cr-marker"[^>]*><span class="cr-marker-tag">worker<\/span>\[…stdout truncated: was ~59 KB; middle omitted\]<\/span>/);
     expect(markup).toContain("a".repeat(50));
     expect(markup).toContain("z".repeat(30));
+    expect(markup).toContain('<span class="cr-label-aside" data-cr-flag="worker">cut by the worker: was ~59 KB, middle omitted</span>');
   });
 
   /// A marker-shaped line naming the other stream is the program's text, not the worker's marker.

@@ -1,7 +1,7 @@
 // code-runner::run: the verdict first, then the value, the source, the output.
 
 import { guessLang, type Lang } from "../lib/highlight";
-import { omission } from "../lib/markers";
+import { omission, splitStream, type Stream } from "../lib/markers";
 import {
   Card,
   CodeBlock,
@@ -54,6 +54,12 @@ function NullResult(props: { lang: Lang | null; exitCode: number }) {
   );
 }
 
+/** The label beside a stream the worker cut, or nothing. */
+function cutNote(text: string, stream: Stream): string | undefined {
+  const marker = splitStream(text, stream).find((segment) => segment.kind === "truncated");
+  return marker?.kind === "truncated" ? `cut by the worker: was ~${marker.kb} KB, middle omitted` : undefined;
+}
+
 /** The card of one `code-runner::run` call, in any phase. */
 export function RunCard(props: { message: CallMessage; phase: Phase }) {
   const input = record(props.message.input);
@@ -102,7 +108,7 @@ export function RunCard(props: { message: CallMessage; phase: Phase }) {
       }
     >
       {done && (
-        <Section label="result" aside={omitted ? "omitted by the worker" : kindOf(result ?? null)}>
+        <Section label="result" aside={omitted ? "omitted by the worker" : kindOf(result ?? null)} flag={omitted !== null}>
           {omitted ? (
             <OmittedValue omission={omitted} />
           ) : result === null || result === undefined ? (
@@ -138,12 +144,12 @@ export function RunCard(props: { message: CallMessage; phase: Phase }) {
       {done && (stdout !== "" || stderr !== "") && (
         <>
           {stdout !== "" && (
-            <Section label="stdout">
+            <Section label="stdout" aside={cutNote(stdout, "stdout")} flag>
               <Terminal stream="stdout" text={stdout} />
             </Section>
           )}
           {stderr !== "" && (
-            <Section label="stderr">
+            <Section label="stderr" aside={cutNote(stderr, "stderr")} flag>
               <Terminal stream="stderr" text={stderr} />
             </Section>
           )}

@@ -47,6 +47,7 @@ export function count(value: unknown): number | undefined {
 
 /** A duration for people: `12 ms`, `1.4 s`, `2 min 5 s`. */
 export function formatDuration(ms: number): string {
+  if (ms < 1) return "<1 ms";
   if (ms < 1000) return `${Math.round(ms)} ms`;
   if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
   const minutes = Math.floor(ms / 60_000);
@@ -69,7 +70,7 @@ export function Card(props: {
         <span className="cr-facts">{props.facts}</span>
         <span className="cr-verdict" data-cr-tone={props.tone}>
           <span className="cr-verdict-mark" aria-hidden="true" />
-          {props.verdict}
+          <span className="cr-verdict-text">{props.verdict}</span>
         </span>
       </header>
       <div className="cr-body">{props.children}</div>
@@ -77,13 +78,17 @@ export function Card(props: {
   );
 }
 
-/** A labelled part of a card. */
-export function Section(props: { label: ReactNode; aside?: ReactNode; children?: ReactNode }) {
+/** A labelled part of a card; `flag` makes the aside stand out (the worker changed this part). */
+export function Section(props: { label: ReactNode; aside?: ReactNode; flag?: boolean; children?: ReactNode }) {
   return (
     <div className="cr-section">
       <div className="cr-label">
         <span>{props.label}</span>
-        {props.aside !== undefined && <span className="cr-label-aside">{props.aside}</span>}
+        {props.aside !== undefined && (
+          <span className="cr-label-aside" data-cr-flag={props.flag ? "worker" : undefined}>
+            {props.aside}
+          </span>
+        )}
       </div>
       {props.children}
     </div>

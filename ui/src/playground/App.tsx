@@ -235,7 +235,7 @@ export function App() {
             <>
               <Editor label="code" lang={lang} value={code} onChange={setCode} onSubmit={() => run("once")} minLines={10} />
               <p className="pg-hint">
-                {lang === "python" ? "A module: assign result = … to return a value." : "An async function body: return a value with return …."}{" "}
+                {lang === "python" ? "Python runs as a module: assign result = … to return a value." : "Node runs an async function body: return … gives the value."}{" "}
                 Ctrl+Enter runs.
               </p>
               <div className="pg-actions">

@@ -65,10 +65,10 @@ fn main() -> ExitCode {
 
     let installed = modified(&ui.join("node_modules/.package-lock.json"));
     let locked = modified(&ui.join("package-lock.json"));
-    if installed.is_none() || installed < locked {
-        if let Err(message) = npm(&ui, &["ci", "--no-audit", "--no-fund"]) {
-            return fail(&message);
-        }
+    if (installed.is_none() || installed < locked)
+        && let Err(message) = npm(&ui, &["ci", "--no-audit", "--no-fund"])
+    {
+        return fail(&message);
     }
     if let Err(message) = npm(&ui, &["run", "build"]) {
         return fail(&message);

@@ -134,7 +134,8 @@ function Clipped(props: { hidden: number }) {
 
 /** Source highlighted as `lang` (ids masked), with line numbers. */
 export function CodeBlock(props: { code: string; lang: Lang | null }) {
-  const { shown, hidden } = clip(redactText(props.code));
+  // A final newline ends the last line; it does not start an empty one.
+  const { shown, hidden } = clip(redactText(props.code.replace(/\r?\n$/, "")));
   const tokens = props.lang ? tokenize(shown, props.lang) : [{ kind: "plain" as const, text: shown }];
   const lines = shown.split("\n").length;
   return (

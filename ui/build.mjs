@@ -7,7 +7,7 @@
 // `node build.mjs --watch` rebuilds on change (pair it with III_CODE_RUNNER_UI_WATCH=1).
 
 import { context, build } from "esbuild";
-import { copyFile, mkdir, rm, stat } from "node:fs/promises";
+import { mkdir, readFile, stat, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -57,9 +57,17 @@ const targets = [
   },
 ];
 
+/** Writes `contents` to `path` unless it already holds exactly that, so an
+ * unchanged asset keeps its time and cargo does not rebuild the binary for it. */
+async function writeIfChanged(path, contents) {
+  const before = await readFile(path).catch(() => null);
+  if (before && Buffer.compare(before, Buffer.from(contents)) === 0) return;
+  await mkdir(dirname(path), { recursive: true });
+  await writeFile(path, contents);
+}
+
 async function copyHtml() {
-  await mkdir(join(dist, "playground"), { recursive: true });
-  await copyFile(join(root, "src/playground/index.html"), join(dist, "playground/index.html"));
+  await writeIfChanged(join(dist, "playground/index.html"), await readFile(join(root, "src/playground/index.html")));
 }
 
 if (watch) {
@@ -68,8 +76,8 @@ if (watch) {
   await Promise.all(contexts.map((ctx) => ctx.watch()));
   console.log("watching ui/src; rebuilt assets land in ui/dist/");
 } else {
-  await rm(dist, { recursive: true, force: true });
-  await Promise.all(targets.map((options) => build(options)));
+  const results = await Promise.all(targets.map((options) => build({ ...options, write: false })));
+  for (const file of results.flatMap((result) => result.outputFiles)) await writeIfChanged(file.path, file.contents);
   await copyHtml();
   for (const file of ["code-runner/page.js", "code-runner/styles.css", "playground/playground.js", "playground/playground.css", "playground/index.html"]) {
     const { size } = await stat(join(dist, file));

@@ -112,6 +112,14 @@ describe("run card", () => {
     expect(textOf(markup)).toContain("omitted by the worker");
   });
 
+  /// A guest shapes the value; one too deep for JSON.stringify must not crash the card.
+  it("shows a value too deep to print as such instead of crashing", () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 200_000; i += 1) deep = [deep];
+    const markup = html(renderer.tryRender(done("code-runner::run", { lang: "python", code: "x" }, runResponse({ result: deep }))));
+    expect(textOf(markup)).toContain("too deeply nested to show here");
+  });
+
   /// The call is in flight: the card shows the code and a running verdict, no result yet.
   it("renders a running state while the call is in flight", () => {
     const markup = html(renderer.tryRenderRunning({ functionId: "code-runner::run", input: { lang: "node", code: "return 1" }, running: true }));

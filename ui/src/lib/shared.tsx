@@ -203,12 +203,18 @@ export function kindOf(value: unknown): string {
   return typeof value;
 }
 
+/** `value` as indented JSON, ids masked; a value too deep for JSON.stringify says so instead of crashing the card. */
+function pretty(value: unknown): string {
+  try {
+    return JSON.stringify(redactValue(value), null, 2) ?? "null";
+  } catch {
+    return "(too deeply nested to show here; the raw answer has it)";
+  }
+}
+
 /** A JSON value, ids masked: a string as its text, anything else pretty-printed. */
 export function ValueView(props: { value: unknown }) {
-  const json =
-    typeof props.value === "string"
-      ? redactText(props.value)
-      : (JSON.stringify(redactValue(props.value), null, 2) ?? "null");
+  const json = typeof props.value === "string" ? redactText(props.value) : pretty(props.value);
   const { shown, hidden } = clip(json);
   const kind = props.value === null ? "null" : Array.isArray(props.value) ? "array" : typeof props.value;
   return (

@@ -13,4 +13,5 @@ mod http;
 mod keep;
 mod limits;
 mod run;
+mod ui;
 mod util;

@@ -405,11 +405,11 @@ pub(crate) async fn teardown_namespace(
         runtime.runtime.close().await;
         unregistered.extend(retire(inner, runtime.key).await);
     }
-    if let Some(key) = inner.published.runtime_holder(&namespace) {
-        if let Some(ids) = teardown_key(inner, key).await {
-            destroyed = true;
-            unregistered.extend(ids);
-        }
+    if let Some(key) = inner.published.runtime_holder(&namespace)
+        && let Some(ids) = teardown_key(inner, key).await
+    {
+        destroyed = true;
+        unregistered.extend(ids);
     }
     drop(held);
     if !destroyed && unregistered.is_empty() {

@@ -10,7 +10,7 @@
 //! them (see `lifecycle::retire`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use code_runner_core::{ErrorCode, RunnerError, Runtime};
@@ -30,6 +30,10 @@ pub fn nested_share(max_runtimes: usize) -> usize {
     (max_runtimes / 8).max(1)
 }
 
+/// Calls of a runtime's published functions that may wait for it at once
+/// (it runs one turn at a time); one more is `code-runner::capacity`.
+pub const MAX_WAITING_CALLS: usize = 64;
+
 /// What a runtime is for, as far as charging goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lasting {
@@ -46,6 +50,16 @@ struct Node {
     charged_to: Option<RuntimeKey>,
     orphaned: bool,
     runtime: Option<Arc<dyn Runtime>>,
+    calls: Arc<AtomicUsize>,
+}
+
+/// A place in a runtime's call queue; dropping it frees the place.
+pub struct Waiting(Arc<AtomicUsize>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The live runtimes and their ancestry.
@@ -80,6 +94,7 @@ impl Lineage {
                 charged_to: None,
                 orphaned: false,
                 runtime: None,
+                calls: Arc::default(),
             },
             Some(guest) => {
                 if !nodes.contains_key(&guest.runtime) {
@@ -112,6 +127,7 @@ impl Lineage {
                     charged_to,
                     orphaned: false,
                     runtime: None,
+                    calls: Arc::default(),
                 }
             }
         };
@@ -148,6 +164,30 @@ impl Lineage {
     /// The runtime behind `key`, while it lives.
     pub fn runtime(&self, key: RuntimeKey) -> Option<Arc<dyn Runtime>> {
         self.lock().get(&key).and_then(|node| node.runtime.clone())
+    }
+
+    /// A place among the calls waiting for the runtime `key`.
+    ///
+    /// # Errors
+    /// `code-runner::capacity` when [`MAX_WAITING_CALLS`] already wait;
+    /// `None` inside when the runtime is gone.
+    pub fn wait_for(&self, key: RuntimeKey) -> Result<Option<Waiting>, RunnerError> {
+        let Some(calls) = self.lock().get(&key).map(|node| node.calls.clone()) else {
+            return Ok(None);
+        };
+        calls
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < MAX_WAITING_CALLS).then_some(n + 1)
+            })
+            .map_err(|_| {
+                RunnerError::new(
+                    ErrorCode::Capacity,
+                    format!(
+                        "{MAX_WAITING_CALLS} calls already wait for this function's runtime, which runs one at a time; retry later"
+                    ),
+                )
+            })?;
+        Ok(Some(Waiting(calls)))
     }
 
     /// The root of `key`'s tree, while it lives.
@@ -269,5 +309,23 @@ mod tests {
         assert_eq!(lineage.charged(root), 1);
         assert!(lineage.end(root).is_empty(), "not a child of the guest");
         assert_eq!(lineage.root(ns), Some(ns));
+    }
+
+    /// A runtime's call queue is bounded; a left place is free again; a
+    /// gone runtime has no queue.
+    #[test]
+    fn call_queues_are_bounded() {
+        let lineage = Lineage::default();
+        let key = lineage.begin(&Caller::host(), Lasting::Yes, 32).unwrap();
+        let places: Vec<Waiting> = (0..MAX_WAITING_CALLS)
+            .map(|_| lineage.wait_for(key).unwrap().unwrap())
+            .collect();
+        let err = lineage.wait_for(key).err().unwrap();
+        assert_eq!(err.code, ErrorCode::Capacity);
+        assert!(err.message.contains("64 calls"), "{}", err.message);
+        drop(places);
+        assert!(lineage.wait_for(key).unwrap().is_some());
+        lineage.end(key);
+        assert!(lineage.wait_for(key).unwrap().is_none());
     }
 }

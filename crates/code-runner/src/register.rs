@@ -284,11 +284,13 @@ async fn invoke(
     let outcome = match owner {
         Owner::Namespace { namespace, lang } => {
             let runtime = inner.namespaces.get(&namespace, lang).ok_or_else(gone)?;
+            let _place = inner.lineage.wait_for(runtime.key)?.ok_or_else(gone)?;
             let params = turn_params(inner, &runtime, &caller)?;
             runtime.turn(task, &params).await
         }
         Owner::Runtime(key) => {
             let runtime = inner.lineage.runtime(key).ok_or_else(gone)?;
+            let _place = inner.lineage.wait_for(key)?.ok_or_else(gone)?;
             let _busy = inner.registry.enter_by_key(key);
             let context = GuestContext::of(inner, key, runtime.lang(), None);
             let spec = code_runner_core::TurnSpec {

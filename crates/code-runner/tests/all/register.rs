@@ -480,3 +480,41 @@ async fn namespace_runtimes_outlive_the_idle_sweep() {
         .assert_error(crate::util::EXPIRED, "reaped");
     assert_eq!(server.call("stay::f", json!({})).await.ok(), "here");
 }
+
+/// Calls of a published function wait for its runtime one at a time, and
+/// only so many may wait: past the bound a call is `capacity` at once
+/// instead of queueing without end; the waiting ones are all answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_waiting_for_one_runtime_are_bounded() {
+    let server = Server::start().await;
+    registered(
+        &server,
+        "slow::nap",
+        "import time\ndef handler(p):\n    time.sleep(0.3)\n    return 'rested'\n",
+    )
+    .await;
+    let mut clients = tokio::task::JoinSet::new();
+    for _ in 0..100 {
+        let url = server.url.clone();
+        clients.spawn(async move {
+            crate::util::post_json(&crate::util::client(), &url, "slow::nap", &json!({})).await
+        });
+    }
+    let (mut rested, mut refused) = (0, 0);
+    while let Some(joined) = clients.join_next().await {
+        let answer = joined.expect("client task");
+        if answer.status.is_success() {
+            assert_eq!(answer.body, "rested");
+            rested += 1;
+        } else {
+            answer.assert_error(crate::util::CAPACITY, "64 calls already wait");
+            refused += 1;
+        }
+    }
+    assert_eq!(rested + refused, 100);
+    assert!(
+        refused > 0 && rested >= 64,
+        "rested {rested}, refused {refused}"
+    );
+    assert_eq!(server.call("slow::nap", json!({})).await.ok(), "rested");
+}

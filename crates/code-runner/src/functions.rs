@@ -54,10 +54,11 @@ pub(crate) async fn run(
     let timeout = config.timeout(request.timeout_ms)?;
     let caps = config.output_caps();
     let started = Instant::now();
-    let turn = |context: GuestContext| TurnSpec {
-        task: Task::Program(request.code.clone()),
+    let (code, weak) = (request.code, Arc::downgrade(&inner));
+    let turn = move |context: GuestContext| TurnSpec {
+        task: Task::Program(code),
         timeout,
-        bindings: guest::bindings(Arc::downgrade(&inner), context),
+        bindings: guest::bindings(weak, context),
         max_stream_bytes: caps.max_stream_bytes,
         abort: AbortSignal::new(),
     };

@@ -262,7 +262,7 @@ async fn register_from_guest(
         check_format("request_format", options.request_format).map_err(binding_error)?;
     let response_schema =
         check_format("response_format", options.response_format).map_err(binding_error)?;
-    let function = crate::register::published_function(
+    let function = crate::invoke::published_function(
         &inner,
         &id,
         Lang::Node,

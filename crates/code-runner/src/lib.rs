@@ -32,6 +32,7 @@ pub mod functions;
 mod guest;
 pub mod http;
 mod ids;
+mod invoke;
 mod lifecycle;
 pub mod lineage;
 pub mod namespaces;

@@ -7,15 +7,19 @@ use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
 use code_runner_core::wire::{
-    FunctionsInfoRequest, FunctionsInfoResponse, RunRequest, RunResponse, TeardownRequest,
-    TeardownResponse, schema_of,
+    FunctionsInfoRequest, FunctionsInfoResponse, RegisterRequest, RegisterResponse, RunRequest,
+    RunResponse, TeardownRequest, TeardownResponse, schema_of,
 };
 use code_runner_core::{Config, DEFAULT_MEMORY_MB, Engine, Lang, RunnerError};
 use serde_json::{Value, json};
 
-use crate::bus::{Bus, CallError, FUNCTIONS_INFO, Function, Handler};
+use crate::bus::{Bus, CallError, Caller, FUNCTIONS_INFO, Function, Handler};
 use crate::functions::{self, RUN, TEARDOWN};
+use crate::lineage::Lineage;
+use crate::ns_runtimes::NamespaceRuntimes;
 use crate::pool::WarmPool;
+use crate::published::Published;
+use crate::register::{self, REGISTER_FUNCTION};
 use crate::registry::Registry;
 
 /// What a worker needs to start.
@@ -39,6 +43,9 @@ pub(crate) struct Inner {
     config: RwLock<Config>,
     pub(crate) registry: Registry,
     pub(crate) bus: Bus,
+    pub(crate) lineage: Lineage,
+    pub(crate) published: Published,
+    pub(crate) namespaces: NamespaceRuntimes,
     pub(crate) runtimes_dir: PathBuf,
     python: Result<Arc<dyn Engine>, String>,
     python_pool: Option<Arc<WarmPool>>,
@@ -119,6 +126,9 @@ impl Worker {
             config: RwLock::new(options.config),
             registry: Registry::default(),
             bus: Bus::default(),
+            lineage: Lineage::default(),
+            published: Published::default(),
+            namespaces: NamespaceRuntimes::default(),
             runtimes_dir,
             python,
             python_pool,
@@ -160,12 +170,17 @@ impl Worker {
         self.inner.config()
     }
 
-    /// Closes every kept runtime.
+    #[cfg(test)]
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
+    }
+
+    /// Closes every kept and namespace runtime.
     pub async fn shutdown(&self) {
         if let Some(pool) = &self.inner.python_pool {
             pool.drain().await;
         }
-        self.inner.registry.close_all().await;
+        crate::lifecycle::shutdown(&self.inner).await;
     }
 }
 
@@ -176,7 +191,7 @@ fn register_functions(inner: &Arc<Inner>) {
         "Run code in a sandbox (no network, host filesystem or packages). One-shot by default: nothing persists and no runtime_id is returned. keep: true keeps the runtime and returns its runtime_id to reuse until code-runner::teardown or the idle TTL reaps it. A failing script is a response, not an error.",
         schema_of::<RunRequest>(),
         schema_of::<RunResponse>(),
-        handler(inner, functions::run),
+        handler_as(inner, functions::run),
     ));
     inner.bus.register(
         TEARDOWN,
@@ -192,10 +207,15 @@ fn register_functions(inner: &Arc<Inner>) {
         "Describe bus functions: description, request_schema and response_schema for each id asked (an unknown id gets an entry with an error).",
         schema_of::<FunctionsInfoRequest>(),
         schema_of::<FunctionsInfoResponse>(),
-        handler(inner, |inner, payload| async move {
-            let request: FunctionsInfoRequest = functions::parse(payload)?;
-            Ok(serde_json::to_value(inner.bus.info(&request.function_ids)).unwrap_or(Value::Null))
-        }),
+        handler(inner, functions::info),
+    ));
+    inner.bus.register(
+        REGISTER_FUNCTION,
+        Function::new(
+        "Publish a bus function whose handler runs in a sandbox; no runtime_id needed. source must define handler(payload) in lang; each call runs it and returns its JSON result. The namespace (function_id before `::`) shares one runtime per lang; its functions stop resolving once torn down or idle-reaped.",
+        schema_of::<RegisterRequest>(),
+        schema_of::<RegisterResponse>(),
+        handler_as(inner, register::register_function),
     ));
     crate::ui::register(&inner.bus);
 }
@@ -207,13 +227,22 @@ where
     F: Fn(Arc<Inner>, Value) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Value, CallError>> + Send + 'static,
 {
+    handler_as(inner, move |inner, payload, _caller| f(inner, payload))
+}
+
+/// Like [`handler`], for a function that needs to know its [`Caller`].
+fn handler_as<F, Fut>(inner: &Arc<Inner>, f: F) -> Handler
+where
+    F: Fn(Arc<Inner>, Value, Caller) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Value, CallError>> + Send + 'static,
+{
     let weak: Weak<Inner> = Arc::downgrade(inner);
     let f = Arc::new(f);
-    Arc::new(move |payload: Value| {
+    Arc::new(move |payload: Value, caller: Caller| {
         let (weak, f) = (weak.clone(), f.clone());
         Box::pin(async move {
             let inner = weak.upgrade().ok_or_else(shutting_down)?;
-            f(inner, payload).await
+            f(inner, payload, caller).await
         })
     })
 }
@@ -232,7 +261,7 @@ async fn reap_idle(inner: Weak<Inner>) {
         tokio::time::sleep((ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(30)))
             .await;
         let Some(inner) = inner.upgrade() else { return };
-        inner.registry.reap(ttl).await;
+        crate::lifecycle::reap(&inner, ttl).await;
     }
 }
 

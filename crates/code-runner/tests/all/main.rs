@@ -6,12 +6,16 @@
 //! Needs python.wasm in its cache: `scripts/fetch-python-wasm`.
 
 mod bad_input;
+mod bridge;
 mod capacity;
 mod cli;
 mod faults;
 mod http;
+mod info;
 mod keep;
 mod limits;
+mod nesting;
+mod register;
 mod run;
 mod ui;
 mod util;

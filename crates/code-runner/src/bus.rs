@@ -80,9 +80,19 @@ impl Function {
 }
 
 /// The registry of bus functions.
-#[derive(Default)]
 pub struct Bus {
     functions: RwLock<BTreeMap<String, Function>>,
+    /// Bumped on every change, so a mirror (the iii engine link) can follow.
+    changes: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Bus {
+    fn default() -> Self {
+        Bus {
+            functions: RwLock::default(),
+            changes: tokio::sync::watch::Sender::new(0),
+        }
+    }
 }
 
 impl Bus {
@@ -92,6 +102,44 @@ impl Bus {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id.to_string(), function);
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Removes `id`; whether it was there.
+    pub fn unregister(&self, id: &str) -> bool {
+        let removed = self
+            .functions
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+            .is_some();
+        if removed {
+            self.changes.send_modify(|n| *n += 1);
+        }
+        removed
+    }
+
+    /// Every function, by id: what a mirror registers elsewhere.
+    pub fn snapshot(&self) -> Vec<(String, Function)> {
+        self.functions
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(id, f)| (id.clone(), f.clone()))
+            .collect()
+    }
+
+    /// Whether `id` is registered here.
+    pub fn contains(&self, id: &str) -> bool {
+        self.functions
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(id)
+    }
+
+    /// A receiver that wakes on every change.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Calls `id` with `payload`.

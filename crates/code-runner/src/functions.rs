@@ -209,7 +209,12 @@ async fn trigger(
             .max(1);
         map.insert("timeout_ms".into(), Value::from(clamped));
     }
-    match tokio::time::timeout(budget, inner.bus.call(&request.function_id, payload)).await {
+    match tokio::time::timeout(
+        budget,
+        inner.dispatch(&request.function_id, payload, budget),
+    )
+    .await
+    {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(err)) => Err(BindingError {
             code: Some(err.code),

@@ -27,6 +27,7 @@ pub mod cli;
 pub mod functions;
 pub mod http;
 mod ids;
+pub mod iii;
 pub mod pool;
 pub mod registry;
 mod worker;

@@ -3,7 +3,7 @@
 use std::fs::File;
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use code_runner_core::wire::{
@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::bus::{Bus, CallError, FUNCTIONS_INFO, Function, Handler};
 use crate::functions::{self, RUN, TEARDOWN};
+use crate::iii::{EngineLink, EngineOptions};
 use crate::pool::WarmPool;
 use crate::registry::Registry;
 
@@ -42,6 +43,8 @@ pub(crate) struct Inner {
     pub(crate) runtimes_dir: PathBuf,
     python: Result<Arc<dyn Engine>, String>,
     python_pool: Option<Arc<WarmPool>>,
+    /// The iii engine this worker serves, once connected.
+    pub(crate) engine_link: OnceLock<Arc<EngineLink>>,
     _lock: File,
 }
 
@@ -51,6 +54,24 @@ impl Inner {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Calls `id` for a guest: through the engine when one is connected (so
+    /// any worker's function is reachable), on the embedded bus otherwise.
+    /// While the engine is away, this worker's own functions still answer.
+    pub(crate) async fn dispatch(
+        &self,
+        id: &str,
+        payload: Value,
+        budget: Duration,
+    ) -> Result<Value, CallError> {
+        match self.engine_link.get() {
+            Some(link) if link.connected() || !self.bus.contains(id) => {
+                link.trigger(id, payload, budget, crate::iii::Delivery::Call)
+                    .await
+            }
+            _ => self.bus.call(id, payload).await,
+        }
     }
 
     /// The warm pool of `lang`, if it has one.
@@ -122,11 +143,37 @@ impl Worker {
             runtimes_dir,
             python,
             python_pool,
+            engine_link: OnceLock::new(),
             _lock: lock,
         });
         register_functions(&inner);
         tokio::spawn(reap_idle(Arc::downgrade(&inner)));
         Ok(Worker { inner })
+    }
+
+    /// Joins the iii engine at `options.url`: every bus function becomes an
+    /// engine function and guest `iii.trigger` calls go through the engine.
+    /// Returns at once; the connection is made (and remade) in the background.
+    ///
+    /// # Errors
+    /// `code-runner::invalid_request` when this worker is already connected.
+    pub fn connect_engine(&self, options: &EngineOptions) -> Result<Arc<EngineLink>, RunnerError> {
+        if self.inner.engine_link.get().is_some() {
+            return Err(RunnerError::invalid(
+                "this worker is already connected to an engine",
+            ));
+        }
+        let link = EngineLink::connect(&self.inner, options);
+        self.inner
+            .engine_link
+            .set(link.clone())
+            .map_err(|_| RunnerError::invalid("this worker is already connected to an engine"))?;
+        Ok(link)
+    }
+
+    /// The engine link, when connected.
+    pub fn engine(&self) -> Option<&Arc<EngineLink>> {
+        self.inner.engine_link.get()
     }
 
     /// Calls a bus function by id.
@@ -152,6 +199,7 @@ impl Worker {
                 "python": match &self.inner.python { Ok(_) => "ready".to_string(), Err(message) => format!("unavailable: {message}") },
                 "node": "not in this build",
             },
+            "iii": self.inner.engine_link.get().map(|link| json!({"state": link.state(), "worker_name": link.worker_name()})),
         })
     }
 
@@ -160,8 +208,11 @@ impl Worker {
         self.inner.config()
     }
 
-    /// Closes every kept runtime.
+    /// Leaves the engine and closes every kept runtime.
     pub async fn shutdown(&self) {
+        if let Some(link) = self.inner.engine_link.get() {
+            link.shutdown().await;
+        }
         if let Some(pool) = &self.inner.python_pool {
             pool.drain().await;
         }

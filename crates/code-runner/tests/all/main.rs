@@ -8,8 +8,10 @@
 mod bad_input;
 mod capacity;
 mod cli;
+mod engine_util;
 mod faults;
 mod http;
+mod iii_engine;
 mod keep;
 mod limits;
 mod run;

@@ -1,0 +1,257 @@
+//! The iii engine connection: code-runner as a worker of an iii engine.
+//!
+//! [`EngineLink::connect`] registers this process with the engine through
+//! `iii-sdk` and keeps the engine's view in step with the embedded bus
+//! ([`mirror`]): every function the bus holds is a function of the engine,
+//! with its description, schemas and metadata, so the console, other workers
+//! and `iii trigger` call it. Guest `iii.trigger` goes the other way, through
+//! [`EngineLink::trigger`], and reaches any worker's function. The SDK
+//! reconnects by itself and replays functions and triggers; what it does not
+//! replay (calls made with `trigger`, such as the configuration entry) runs
+//! again on every return to `Connected` ([`EngineLink::watch`]).
+
+mod mirror;
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use iii_sdk::protocol::TriggerRequest;
+use iii_sdk::runtime::{IIIConnectionState, WorkerMetadata};
+use iii_sdk::{IIIClient, InitOptions, TriggerAction};
+use serde_json::Value;
+
+use crate::bus::CallError;
+use crate::worker::Inner;
+
+/// How often the link looks at the connection state (the SDK has no callback).
+const STATE_POLL: Duration = Duration::from_millis(200);
+
+/// How a worker joins an engine.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// The engine's WebSocket address, e.g. `ws://127.0.0.1:49134`.
+    pub url: String,
+    /// This worker's name on the engine: unique per engine namespace (a
+    /// second live worker with the same name is refused by the engine).
+    pub worker_name: String,
+}
+
+impl EngineOptions {
+    /// The default worker name: `code-runner-<host>-<pid>`, unique per process.
+    pub fn default_worker_name() -> String {
+        let host = std::env::var("HOSTNAME")
+            .ok()
+            .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "host".into());
+        format!("code-runner-{host}-{}", std::process::id())
+    }
+}
+
+/// A live connection to an engine; cheap to share.
+pub struct EngineLink {
+    client: IIIClient,
+    worker_name: String,
+    mirror: mirror::Mirror,
+}
+
+/// The guest-facing shape of a call through the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Wait for the answer.
+    Call,
+    /// Fire and forget: the engine's void invocation, answered at once with null.
+    Void,
+}
+
+impl EngineLink {
+    /// Registers with the engine at `options.url` (the SDK connects in the
+    /// background and reconnects forever) and starts mirroring the bus.
+    pub(crate) fn connect(inner: &Arc<Inner>, options: &EngineOptions) -> Arc<EngineLink> {
+        let client = iii_sdk::register_worker(
+            &options.url,
+            InitOptions {
+                metadata: Some(WorkerMetadata {
+                    name: options.worker_name.clone(),
+                    description: Some(
+                        "Runs untrusted JavaScript and Python in-process, with hard limits.".into(),
+                    ),
+                    ..WorkerMetadata::default()
+                }),
+                ..Default::default()
+            },
+        );
+        let link = Arc::new(EngineLink {
+            client,
+            worker_name: options.worker_name.clone(),
+            mirror: mirror::Mirror::default(),
+        });
+        link.mirror.sync(&link.client, inner);
+        tokio::spawn(watch(Arc::downgrade(&link), Arc::downgrade(inner)));
+        link
+    }
+
+    /// This worker's name on the engine.
+    pub fn worker_name(&self) -> &str {
+        &self.worker_name
+    }
+
+    /// Whether the engine is reachable right now.
+    pub fn connected(&self) -> bool {
+        self.client.get_connection_state() == IIIConnectionState::Connected
+    }
+
+    /// The connection state, for `/healthz`.
+    pub fn state(&self) -> &'static str {
+        match self.client.get_connection_state() {
+            IIIConnectionState::Connected => "connected",
+            IIIConnectionState::Connecting => "connecting",
+            IIIConnectionState::Reconnecting => "reconnecting",
+            IIIConnectionState::Disconnected => "disconnected",
+            IIIConnectionState::Failed => "failed",
+        }
+    }
+
+    /// The SDK client, for the pieces that register their own triggers.
+    pub(crate) fn client(&self) -> &IIIClient {
+        &self.client
+    }
+
+    /// Calls `function_id` through the engine within `timeout`.
+    ///
+    /// # Errors
+    /// The callee's error with its code intact; `code-runner::timeout` when
+    /// no answer came in time; `code-runner::engine` when the engine is
+    /// unreachable.
+    pub async fn trigger(
+        &self,
+        function_id: &str,
+        payload: Value,
+        timeout: Duration,
+        delivery: Delivery,
+    ) -> Result<Value, CallError> {
+        let request = TriggerRequest {
+            function_id: function_id.to_string(),
+            payload,
+            action: (delivery == Delivery::Void).then_some(TriggerAction::Void),
+            timeout_ms: Some(
+                u64::try_from(timeout.as_millis())
+                    .unwrap_or(u64::MAX)
+                    .max(1),
+            ),
+        };
+        self.client
+            .trigger(request)
+            .await
+            .map_err(|err| from_sdk(function_id, timeout, err))
+    }
+
+    /// Unregisters everything and stops the connection.
+    pub async fn shutdown(&self) {
+        self.mirror.clear();
+        self.client.shutdown_async().await;
+    }
+}
+
+/// Follows bus changes and connection-state transitions until the worker or
+/// the link is gone.
+async fn watch(link: Weak<EngineLink>, inner: Weak<Inner>) {
+    let Some(mut changes) = inner.upgrade().map(|inner| inner.bus.subscribe()) else {
+        return;
+    };
+    let mut was_connected = false;
+    loop {
+        tokio::select! {
+            changed = changes.changed() => {
+                if changed.is_err() { return; }
+                let (Some(link), Some(inner)) = (link.upgrade(), inner.upgrade()) else { return };
+                link.mirror.sync(&link.client, &inner);
+            }
+            () = tokio::time::sleep(STATE_POLL) => {
+                let Some(link) = link.upgrade() else { return };
+                let connected = link.connected();
+                if connected && !was_connected {
+                    tracing::info!(worker = %link.worker_name, "connected to the iii engine");
+                } else if !connected && was_connected {
+                    tracing::warn!(worker = %link.worker_name, state = link.state(), "lost the iii engine; reconnecting");
+                }
+                was_connected = connected;
+            }
+        }
+    }
+}
+
+/// An SDK error as a bus error, with the callee's code kept.
+fn from_sdk(function_id: &str, timeout: Duration, err: iii_sdk::Error) -> CallError {
+    use code_runner_core::ErrorCode;
+    match err {
+        iii_sdk::Error::Remote { code, message, .. } => CallError { code, message },
+        iii_sdk::Error::Timeout => CallError {
+            code: ErrorCode::Timeout.as_str().into(),
+            message: format!(
+                "{function_id} got no answer through the iii engine within {} ms",
+                timeout.as_millis()
+            ),
+        },
+        iii_sdk::Error::NotConnected => CallError {
+            code: ErrorCode::Engine.as_str().into(),
+            message: format!("cannot call {function_id}: the iii engine is not connected"),
+        },
+        other => CallError {
+            code: ErrorCode::Engine.as_str().into(),
+            message: format!("calling {function_id} through the iii engine failed: {other}"),
+        },
+    }
+}
+
+/// One call through the engine at `url` from a short-lived connection, as
+/// `code-runner call --engine` makes it.
+///
+/// # Errors
+/// The engine is unreachable within `timeout_ms`; a function's own error is
+/// the inner `Err`.
+pub async fn call_once(
+    url: &str,
+    function_id: &str,
+    payload: Value,
+    timeout_ms: u64,
+) -> anyhow::Result<Result<Value, CallError>> {
+    let client = iii_sdk::register_worker(
+        url,
+        InitOptions {
+            metadata: Some(WorkerMetadata {
+                name: format!("code-runner-call-{}", std::process::id()),
+                ..WorkerMetadata::default()
+            }),
+            ..Default::default()
+        },
+    );
+    let timeout = Duration::from_millis(timeout_ms.max(1));
+    let deadline = tokio::time::Instant::now() + timeout;
+    while client.get_connection_state() != IIIConnectionState::Connected {
+        if tokio::time::Instant::now() >= deadline || client.fatal_error().is_some() {
+            client.shutdown_async().await;
+            anyhow::bail!(
+                "cannot reach the iii engine at {url} within {timeout_ms} ms ({})",
+                client
+                    .fatal_error()
+                    .map_or_else(|| "no connection".to_string(), |e| e.to_string())
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let request = TriggerRequest {
+        function_id: function_id.to_string(),
+        payload,
+        action: None,
+        timeout_ms: Some(u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1)),
+    };
+    let answer = client
+        .trigger(request)
+        .await
+        .map_err(|err| from_sdk(function_id, left, err));
+    client.shutdown_async().await;
+    Ok(answer)
+}

@@ -129,6 +129,15 @@ impl Bus {
             .collect()
     }
 
+    /// The function registered under `id`.
+    pub fn get(&self, id: &str) -> Option<Function> {
+        self.functions
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+    }
+
     /// Whether `id` is registered here.
     pub fn contains(&self, id: &str) -> bool {
         self.functions

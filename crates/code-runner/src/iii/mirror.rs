@@ -74,6 +74,21 @@ impl Mirror {
         }
     }
 
+    /// Drops `id` from the engine-side set and registers it again: the engine
+    /// refused it while another worker owned it and does not retry by itself.
+    /// Only called once the engine reports no owner, so nothing is taken away.
+    pub(crate) fn reclaim(&self, client: &IIIClient, inner: &Arc<Inner>, id: &str) {
+        if let Some(entry) = self
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+        {
+            entry.function.unregister();
+        }
+        self.sync(client, inner);
+    }
+
     /// Unregisters everything (shutdown).
     pub(crate) fn clear(&self) {
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());

@@ -11,6 +11,9 @@
 //! again on every return to `Connected` ([`EngineLink::watch`]).
 
 mod mirror;
+mod routing;
+
+pub use routing::{minted_by, scoped_id};
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -26,6 +29,9 @@ use crate::worker::Inner;
 /// How often the link looks at the connection state (the SDK has no callback).
 const STATE_POLL: Duration = Duration::from_millis(200);
 
+/// How often a worker checks that the shared ids still have an owner.
+const CLAIM_EVERY: Duration = Duration::from_secs(3);
+
 /// How a worker joins an engine.
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
@@ -37,15 +43,55 @@ pub struct EngineOptions {
 }
 
 impl EngineOptions {
-    /// The default worker name: `code-runner-<host>-<pid>`, unique per process.
+    /// The default worker name: `<host>-<pid>`, unique per process.
     pub fn default_worker_name() -> String {
-        let host = std::env::var("HOSTNAME")
+        let host: String = std::env::var("HOSTNAME")
             .ok()
             .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-            .map(|h| h.trim().to_string())
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "host".into());
-        format!("code-runner-{host}-{}", std::process::id())
+            .unwrap_or_default()
+            .trim()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .take(40)
+            .collect();
+        let host = if host.is_empty() {
+            "host".to_string()
+        } else {
+            host
+        };
+        format!("{host}-{}", std::process::id())
+    }
+
+    /// Checks the worker name: 1 to 64 of `[A-Za-z0-9_-]`, since it becomes
+    /// part of function ids (`code-runner@<name>::run`) and runtime ids.
+    ///
+    /// # Errors
+    /// `code-runner::invalid_request` naming the rule.
+    pub fn validate(&self) -> Result<(), code_runner_core::RunnerError> {
+        let name = &self.worker_name;
+        let ok = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !ok {
+            return Err(code_runner_core::RunnerError::invalid(format!(
+                "worker name {name:?} must be 1 to 64 of [A-Za-z0-9_-]"
+            )));
+        }
+        if !self.url.starts_with("ws://") && !self.url.starts_with("wss://") {
+            return Err(code_runner_core::RunnerError::invalid(format!(
+                "engine address {:?} must be a ws:// or wss:// URL",
+                self.url
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -54,6 +100,7 @@ pub struct EngineLink {
     client: IIIClient,
     worker_name: String,
     mirror: mirror::Mirror,
+    router: routing::Router,
 }
 
 /// The guest-facing shape of a call through the engine.
@@ -86,7 +133,9 @@ impl EngineLink {
             client,
             worker_name: options.worker_name.clone(),
             mirror: mirror::Mirror::default(),
+            router: routing::Router::new(),
         });
+        routing::install(inner, &link);
         link.mirror.sync(&link.client, inner);
         tokio::spawn(watch(Arc::downgrade(&link), Arc::downgrade(inner)));
         link
@@ -161,6 +210,7 @@ async fn watch(link: Weak<EngineLink>, inner: Weak<Inner>) {
         return;
     };
     let mut was_connected = false;
+    let mut last_claim = std::time::Instant::now();
     loop {
         tokio::select! {
             changed = changes.changed() => {
@@ -177,7 +227,39 @@ async fn watch(link: Weak<EngineLink>, inner: Weak<Inner>) {
                     tracing::warn!(worker = %link.worker_name, state = link.state(), "lost the iii engine; reconnecting");
                 }
                 was_connected = connected;
+                if connected && last_claim.elapsed() >= CLAIM_EVERY {
+                    last_claim = std::time::Instant::now();
+                    if let Some(inner) = inner.upgrade() {
+                        claim_shared(&link, &inner).await;
+                    }
+                }
             }
+        }
+    }
+}
+
+/// Registers the shared ids again where the engine shows no owner: the
+/// front that held them left, and the engine does not hand them on.
+async fn claim_shared(link: &Arc<EngineLink>, inner: &Arc<Inner>) {
+    for id in routing::SHARED {
+        let info = link
+            .trigger(
+                "engine::functions::info",
+                serde_json::json!({ "function_id": id }),
+                Duration::from_secs(5),
+                Delivery::Call,
+            )
+            .await;
+        let unowned = match &info {
+            Err(err) => {
+                err.code.eq_ignore_ascii_case("function_not_found")
+                    || err.code.eq_ignore_ascii_case("not_found")
+            }
+            Ok(value) => value.is_null(),
+        };
+        if unowned && inner.bus.contains(id) {
+            tracing::info!(function = %id, worker = %link.worker_name, "claiming a shared function left without an owner");
+            link.mirror.reclaim(&link.client, inner, id);
         }
     }
 }

@@ -176,11 +176,25 @@ async fn route(
         link.trigger(&scoped_id(&worker, shared), payload, budget, Delivery::Call)
             .await
     };
-    if let Some(owner) = payload["runtime_id"].as_str().and_then(minted_by) {
+    let owner = payload["runtime_id"]
+        .as_str()
+        .and_then(minted_by)
+        .map(str::to_string);
+    if let Some(owner) = owner {
         if owner == me || !link.connected() {
             return local(payload).await;
         }
-        return forward(owner.to_string(), payload).await;
+        return forward(owner.clone(), payload)
+            .await
+            .map_err(|err| match passes_on(&err) && err.code != code_runner_core::ErrorCode::Capacity.as_str() {
+                // The worker that held it is gone, and its runtimes with it.
+                true => code_runner_core::RunnerError::new(
+                    code_runner_core::ErrorCode::Expired,
+                    format!("worker {owner}, which held this runtime, has left the engine; start a new runtime"),
+                )
+                .into(),
+                false => err,
+            });
     }
     let namespace = match shared {
         REGISTER => payload["function_id"]

@@ -3,19 +3,19 @@
 use rand::RngExt;
 
 /// Characters of an id after its `rt_` prefix: URL-safe, 62 symbols.
-const ID_CHARS: usize = 32;
+pub(crate) const SECRET_CHARS: usize = 32;
 
 /// A fresh runtime id: `rt_` plus 32 alphanumerics (about 190 random bits).
 /// On an engine shared by several workers, the minting worker's name goes
-/// first (`rt_<worker>.<secret>`), so a call reaches the worker that holds it.
+/// first (`rt_<worker>_<secret>`), so a call reaches the worker that holds it.
 pub fn new_runtime_id(worker: Option<&str>) -> String {
     let body: String = rand::rng()
         .sample_iter(rand::distr::Alphanumeric)
-        .take(ID_CHARS)
+        .take(SECRET_CHARS)
         .map(char::from)
         .collect();
     match worker {
-        Some(worker) => format!("rt_{worker}.{body}"),
+        Some(worker) => format!("rt_{worker}_{body}"),
         None => format!("rt_{body}"),
     }
 }
@@ -50,6 +50,6 @@ mod tests {
         let shown = redact(&a);
         assert!(shown.len() < 12 && !shown.contains(&a[7..]));
         let scoped = new_runtime_id(Some("box1"));
-        assert!(scoped.starts_with("rt_box1.") && scoped.len() == 35 + 5);
+        assert!(scoped.starts_with("rt_box1_") && scoped.len() == 35 + 5);
     }
 }

@@ -11,7 +11,7 @@
 //!   registers its own; they always run locally, never route again.
 //!
 //! Routing, on whichever worker a shared call lands:
-//! - a `runtime_id` names the worker that minted it (`rt_<worker>.<secret>`),
+//! - a `runtime_id` names the worker that minted it (`rt_<worker>_<secret>`),
 //!   so runs and teardowns on a kept runtime go to that worker;
 //! - a namespace lives where its functions are registered: `register_function`
 //!   and `teardown {namespace}` go to the worker that holds the namespace
@@ -50,10 +50,13 @@ fn scoped_worker(id: &str) -> Option<&str> {
     id.strip_prefix("code-runner@")?.strip_suffix("::run")
 }
 
-/// The worker that minted `runtime_id` (`rt_<worker>.<secret>`), if it says.
+/// The worker that minted `runtime_id` (`rt_<worker>_<secret>`, the secret
+/// being the last 32 characters), if it says: a standalone id has no worker.
 pub fn minted_by(runtime_id: &str) -> Option<&str> {
-    let (worker, _secret) = runtime_id.strip_prefix("rt_")?.split_once('.')?;
-    (!worker.is_empty()).then_some(worker)
+    let body = runtime_id.strip_prefix("rt_")?;
+    let split = body.len().checked_sub(crate::ids::SECRET_CHARS + 1)?;
+    let (worker, rest) = (body.get(..split)?, body.get(split..)?);
+    (rest.starts_with('_') && !worker.is_empty()).then_some(worker)
 }
 
 /// The routing state of one worker.
@@ -255,8 +258,11 @@ mod tests {
         assert_eq!(scoped_id("box1", RUN), "code-runner@box1::run");
         assert_eq!(scoped_worker("code-runner@box1::run"), Some("box1"));
         assert_eq!(scoped_worker("code-runner@box1::teardown"), None);
-        assert_eq!(minted_by("rt_box1.AbC123"), Some("box1"));
-        assert_eq!(minted_by("rt_AbC123"), None);
-        assert_eq!(minted_by("rt_.AbC123"), None);
+        let secret = "A".repeat(32);
+        assert_eq!(minted_by(&format!("rt_box_1_{secret}")), Some("box_1"));
+        assert_eq!(minted_by(&format!("rt_{secret}")), None);
+        assert_eq!(minted_by(&format!("rt__{secret}")), None);
+        assert_eq!(minted_by("rt_short"), None);
+        assert_eq!(minted_by("rt_ü_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"), None);
     }
 }

@@ -214,7 +214,7 @@ async fn serve(
                 .await
                 .with_context(|| format!("cannot listen on {listen}"))?;
             tracing::info!(
-                "code-runner serving on http://{} (data dir {})",
+                "code-runner serving on http://{} (open it for the playground; data dir {})",
                 listener.local_addr()?,
                 data_dir.display()
             );

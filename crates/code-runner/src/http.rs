@@ -79,6 +79,7 @@ pub fn app(worker: Worker) -> Router {
         .route("/v1/call/{function_id}", post(call))
         .route("/v1/functions", get(functions))
         .route("/healthz", get(healthz))
+        .merge(crate::ui::routes())
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(worker)
 }

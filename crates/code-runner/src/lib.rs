@@ -3,6 +3,7 @@
 //! - [`Worker`]: configuration, engines, the runtime [`registry`] and the [`bus`].
 //! - [`functions`]: `code-runner::run`, `code-runner::teardown`, and the guest's `iii`.
 //! - [`http`]: the HTTP API; [`cli`]: `serve`, `call` and `bench` ([`bench`]).
+//! - [`ui`]: the console cards (`code-runner::ui-content`) and the playground at `GET /`.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -30,6 +31,7 @@ mod ids;
 pub mod iii;
 pub mod pool;
 pub mod registry;
+pub mod ui;
 mod worker;
 
 pub use bus::CallError;

@@ -248,6 +248,7 @@ fn register_functions(inner: &Arc<Inner>) {
             Ok(serde_json::to_value(inner.bus.info(&request.function_ids)).unwrap_or(Value::Null))
         }),
     ));
+    crate::ui::register(&inner.bus);
 }
 
 /// A bus handler over the worker that holds it only weakly, so the bus

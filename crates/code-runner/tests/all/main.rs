@@ -15,4 +15,5 @@ mod iii_engine;
 mod keep;
 mod limits;
 mod run;
+mod ui;
 mod util;

@@ -1,0 +1,203 @@
+// The cards, rendered server-side exactly as the console would mount them.
+
+import { renderToStaticMarkup } from "react-dom/server";
+import { describe, expect, it } from "vitest";
+import { createRenderer } from "../src/function-trigger-message";
+import { done, runResponse, runtimeId } from "./fixtures";
+
+const renderer = createRenderer();
+
+function html(node: unknown): string {
+  expect(node).not.toBeNull();
+  return renderToStaticMarkup(<div data-iii-ui="code-runner">{node as React.ReactNode}</div>);
+}
+
+/** The visible text of some markup, tags stripped and entities decoded enough for asserts. */
+function textOf(markup: string): string {
+  return markup
+    .replace(/<[^>]+>/g, "")
+    .replace(/&quot;/g, '"')
+    .replace(/&#x27;/g, "'")
+    .replace(/&lt;/g, "<")
+    .replace(/&gt;/g, ">")
+    .replace(/&amp;/g, "&");
+}
+
+describe("run card", () => {
+  /// The issue's own example: the verdict, then the value, then the source, then stdout.
+  it("leads with the verdict, then the value, the source and stdout, in that order", () => {
+    const markup = html(
+      renderer.tryRender(
+        done(
+          "code-runner::run",
+          { lang: "python", code: 'print("hi"); result = 2 + 2' },
+          runResponse({ stdout: "hi\n", result: 4, duration_ms: 37 }),
+        ),
+      ),
+    );
+    const text = textOf(markup);
+    expect(markup).toContain('data-cr-tone="ok"');
+    const order = ["exit 0", "37 ms", "result", "4", "code", "print", "stdout", "hi"].map((part) => {
+      const at = text.indexOf(part);
+      expect(at, `"${part}" is on the card`).toBeGreaterThanOrEqual(0);
+      return at;
+    });
+    const verdict = order[0]!;
+    const value = text.indexOf("4", text.indexOf("result"));
+    const source = text.indexOf("print");
+    const stdout = text.indexOf("hi\n", source);
+    expect(verdict).toBeLessThan(value);
+    expect(value).toBeLessThan(source);
+    expect(source).toBeLessThan(stdout);
+    // The source is highlighted as python: print is a builtin call, the string a string.
+    expect(markup).toMatch(/<span class="cr-tok-builtin">print<\/span>/);
+    expect(markup).toMatch(/<span class="cr-tok-string">&quot;hi&quot;<\/span>/);
+  });
+
+  /// A script that throws is an ordinary response: a warning, never an alert.
+  it("shows a non-zero exit as a warning with stderr, not as an error", () => {
+    const markup = html(
+      renderer.tryRender(
+        done(
+          "code-runner::run",
+          { lang: "python", code: "1/0" },
+          runResponse({ exit_code: 1, success: false, stderr: "ZeroDivisionError: division by zero\n" }),
+        ),
+      ),
+    );
+    expect(markup).toContain('class="cr-verdict" data-cr-tone="warn"');
+    expect(markup).not.toMatch(/alert|data-cr-tone="error"/);
+    expect(textOf(markup)).toContain("exit 1");
+    expect(markup).toContain('data-cr-stream="stderr"');
+    expect(textOf(markup)).toContain("ZeroDivisionError: division by zero");
+    expect(textOf(markup)).toContain("so there is no value");
+  });
+
+  /// The usual reason a call "worked" and returned nothing: the return convention differs per language.
+  it("shows a null result explicitly, with the language's return convention beside it", () => {
+    const python = textOf(html(renderer.tryRender(done("code-runner::run", { lang: "python", code: "2 + 2" }, runResponse({})))));
+    expect(python).toContain("null");
+    expect(python).toContain("result = …");
+    expect(python).not.toContain("return …");
+    const node = textOf(html(renderer.tryRender(done("code-runner::run", { lang: "node", code: "2 + 2" }, runResponse({})))));
+    expect(node).toContain("null");
+    expect(node).toContain("return …");
+    expect(node).not.toContain("result = …");
+  });
+
+  /// The worker's stream cap splices a marker; a reader must see the worker cut the output, not the program.
+  it("sets the truncation marker apart from the program's output", () => {
+    const stdout = `${"a".repeat(50)}\n[…stdout truncated: was ~59 KB; middle omitted]\n${"z".repeat(30)}`;
+    const markup = html(renderer.tryRender(done("code-runner::run", { lang: "python", code: "x" }, runResponse({ stdout }))));
+    expect(markup).toMatch(/<span class="cr-marker"[^>]*><span class="cr-marker-tag">worker<\/span>\[…stdout truncated: was ~59 KB; middle omitted\]<\/span>/);
+    expect(markup).toContain("a".repeat(50));
+    expect(markup).toContain("z".repeat(30));
+    expect(markup).toContain('<span class="cr-label-aside" data-cr-flag="worker">cut by the worker: was ~59 KB, middle omitted</span>');
+  });
+
+  /// A marker-shaped line naming the other stream is the program's text, not the worker's marker.
+  it("does not take stderr's marker text printed on stdout for stdout's marker", () => {
+    const stdout = "x\n[…stderr truncated: was ~1 KB; middle omitted]\ny";
+    const markup = html(renderer.tryRender(done("code-runner::run", { lang: "python", code: "x" }, runResponse({ stdout }))));
+    expect(markup).not.toContain("cr-marker");
+  });
+
+  /// An oversized result is replaced whole by a marker; the card says the worker dropped it.
+  it("shows the omission marker as an omitted value, not as a string result", () => {
+    const result =
+      "<omitted: result was ~575 KB (100000 array elements); returning it whole would flood the model context — print a slice, aggregate in code, or write it to iii.files and return a summary>";
+    const markup = html(renderer.tryRender(done("code-runner::run", { lang: "node", code: "return big" }, runResponse({ result }))));
+    expect(markup).toContain('class="cr-omitted"');
+    expect(textOf(markup)).toContain("result omitted: ~575 KB (100000 array elements)");
+    expect(textOf(markup)).toContain("omitted by the worker");
+  });
+
+  /// A guest shapes the value; one too deep for JSON.stringify must not crash the card.
+  it("shows a value too deep to print as such instead of crashing", () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 200_000; i += 1) deep = [deep];
+    const markup = html(renderer.tryRender(done("code-runner::run", { lang: "python", code: "x" }, runResponse({ result: deep }))));
+    expect(textOf(markup)).toContain("too deeply nested to show here");
+  });
+
+  /// The call is in flight: the card shows the code and a running verdict, no result yet.
+  it("renders a running state while the call is in flight", () => {
+    const markup = html(renderer.tryRenderRunning({ functionId: "code-runner::run", input: { lang: "node", code: "return 1" }, running: true }));
+    expect(markup).toContain('data-cr-tone="running"');
+    expect(textOf(markup)).toContain("running…");
+    expect(textOf(markup)).toContain("return 1");
+    expect(textOf(markup)).not.toContain("exit");
+  });
+
+  /// Failed calls belong to the host's error view: the renderer must step aside.
+  it("returns null for a failed call so the host shows its error view", () => {
+    const failed = done("code-runner::run", { lang: "python", code: "x" }, { error: { code: "code-runner::timeout", message: "run exceeded 5000 ms" } });
+    expect(renderer.tryRender(failed)).toBeNull();
+  });
+
+  /// Other functions keep their own renderers.
+  it("matches only its three operations", () => {
+    expect(renderer.isMatch("code-runner::run")).toBe(true);
+    expect(renderer.isMatch("code-runner::register_function")).toBe(true);
+    expect(renderer.isMatch("code-runner::teardown")).toBe(true);
+    expect(renderer.isMatch("code-runner::ui-content")).toBe(false);
+    expect(renderer.isMatch("state::get")).toBe(false);
+    expect(renderer.isMatch("toString")).toBe(false);
+  });
+
+  /// A run on a kept runtime often omits lang; the card still highlights and labels it, marked as a guess.
+  it("guesses the language of a run that did not name one", () => {
+    const markup = html(renderer.tryRender(done("code-runner::run", { runtime_id: runtimeId(), code: "result = x + 1" }, runResponse({ result: 2 }))));
+    expect(textOf(markup)).toContain("python?");
+    expect(textOf(markup)).toContain("in kept runtime");
+  });
+});
+
+describe("register_function card", () => {
+  const source = "def handler(payload):\n    return payload\n";
+
+  /// The namespace an id claims decides what shares its runtime and what teardown removes.
+  it("puts the namespace the id claims on its own line", () => {
+    const markup = html(
+      renderer.tryRender(done("code-runner::register_function", { function_id: "my-app::greet", lang: "python", source }, { function_id: "my-app::greet", registered: true })),
+    );
+    expect(markup).toMatch(/<div class="cr-fn-id">my-app::greet<\/div>/);
+    expect(markup).toMatch(/<div class="cr-namespace">claims namespace <code class="cr-mono">my-app::<\/code>/);
+    expect(textOf(markup)).toContain("registered");
+    expect(markup).not.toContain('data-cr-note="advice"');
+  });
+
+  /// On python a source without handler fails the registration outright; the card says so before the call is approved.
+  it("advises when the source defines no handler, in both languages", () => {
+    const python = html(renderer.tryRenderPreview({ functionId: "code-runner::register_function", input: { function_id: "a::b", lang: "python", source: "def handle(p):\n    return p" }, pendingApproval: true }));
+    expect(python).toContain('data-cr-note="advice"');
+    expect(textOf(python)).toContain("def handler(payload): …");
+    const node = html(renderer.tryRenderRunning({ functionId: "code-runner::register_function", input: { function_id: "a::b", lang: "node", source: "function handler(p) { return p }" }, running: true }));
+    expect(node).toContain('data-cr-note="advice"');
+    expect(textOf(node)).toContain("export function handler(payload)");
+    const exported = html(renderer.tryRenderRunning({ functionId: "code-runner::register_function", input: { function_id: "a::b", lang: "node", source: "export async function handler(p) { return p }" }, running: true }));
+    expect(exported).not.toContain('data-cr-note="advice"');
+  });
+});
+
+describe("teardown card", () => {
+  /// The one question the teardown payload does not answer: which ids stopped resolving.
+  it("lists the function ids that stopped resolving", () => {
+    const markup = html(
+      renderer.tryRender(done("code-runner::teardown", { namespace: "my-app" }, { torn_down: true, unregistered: ["my-app::greet", "my-app::bye"], namespace: "my-app::" })),
+    );
+    const text = textOf(markup);
+    expect(text).toContain("stopped resolving");
+    expect(text).toContain("2 function ids");
+    expect(markup).toContain('<span class="cr-mono">my-app::greet</span>');
+    expect(markup).toContain('<span class="cr-mono">my-app::bye</span>');
+  });
+
+  /// An empty list is an answer too: nothing stopped resolving.
+  it("says so when no function id stopped resolving", () => {
+    const id = runtimeId();
+    const markup = html(renderer.tryRender(done("code-runner::teardown", { runtime_id: id }, { torn_down: true, unregistered: [], runtime_id: id })));
+    expect(textOf(markup)).toContain("no function id stopped resolving");
+    expect(markup).not.toContain(id);
+  });
+});

@@ -18,7 +18,7 @@ pub use routing::{minted_by, scoped_id};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use iii_sdk::protocol::TriggerRequest;
+use iii_sdk::protocol::{RegisterTriggerInput, TriggerRequest};
 use iii_sdk::runtime::{IIIConnectionState, WorkerMetadata};
 use iii_sdk::{IIIClient, InitOptions, TriggerAction};
 use serde_json::Value;
@@ -101,6 +101,9 @@ pub struct EngineLink {
     worker_name: String,
     mirror: mirror::Mirror,
     router: routing::Router,
+    /// Trigger bindings this worker made (console assets, the prompt hook);
+    /// the SDK replays them after a reconnect, so they are made once.
+    bindings: std::sync::Mutex<Vec<iii_sdk::trigger::Trigger>>,
 }
 
 /// The guest-facing shape of a call through the engine.
@@ -134,9 +137,11 @@ impl EngineLink {
             worker_name: options.worker_name.clone(),
             mirror: mirror::Mirror::default(),
             router: routing::Router::new(),
+            bindings: std::sync::Mutex::default(),
         });
         routing::install(inner, &link);
         link.mirror.sync(&link.client, inner);
+        link.bind(&bindings());
         tokio::spawn(watch(Arc::downgrade(&link), Arc::downgrade(inner)));
         link
     }
@@ -162,9 +167,19 @@ impl EngineLink {
         }
     }
 
-    /// The SDK client, for the pieces that register their own triggers.
-    pub(crate) fn client(&self) -> &IIIClient {
-        &self.client
+    /// Makes trigger bindings; a refused one is logged and skipped.
+    fn bind(&self, inputs: &[RegisterTriggerInput]) {
+        let mut held = self.bindings.lock().unwrap_or_else(|p| p.into_inner());
+        for input in inputs {
+            match self.client.register_trigger(input.clone()) {
+                Ok(trigger) => held.push(trigger),
+                Err(err) => tracing::warn!(
+                    trigger_type = %input.trigger_type,
+                    function = %input.function_id,
+                    "cannot bind a trigger on the engine: {err}"
+                ),
+            }
+        }
     }
 
     /// Calls `function_id` through the engine within `timeout`.
@@ -198,10 +213,46 @@ impl EngineLink {
 
     /// Unregisters everything and stops the connection.
     pub async fn shutdown(&self) {
+        for trigger in self
+            .bindings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            trigger.unregister();
+        }
         self.mirror.clear();
         self.client.shutdown_async().await;
     }
 }
+
+/// The bindings every worker makes: its console assets to the console's
+/// `console:script`/`console:style` slots, and the guidance hook to the
+/// harness's `pre-generate` point (fail-open: a slow or absent code-runner
+/// never fails an agent turn). Both wait, parked by the engine, until a
+/// console or a harness joins.
+fn bindings() -> Vec<RegisterTriggerInput> {
+    let mut inputs: Vec<RegisterTriggerInput> = crate::ui::console_assets()
+        .filter_map(|asset| {
+            Some(RegisterTriggerInput::new(
+                asset.trigger_type?,
+                crate::ui::UI_CONTENT,
+                serde_json::json!({ "path": asset.path }),
+            ))
+        })
+        .collect();
+    inputs.push(RegisterTriggerInput::new(
+        PRE_GENERATE,
+        INJECT_GUIDANCE,
+        serde_json::json!({ "priority": 100, "timeout_ms": 2000, "on_error": "fail_open" }),
+    ));
+    inputs
+}
+
+/// The harness hook point our guidance binds to (the shipped harness's spelling).
+pub const PRE_GENERATE: &str = "harness::hook::pre-generate";
+/// The guidance hook function.
+pub const INJECT_GUIDANCE: &str = "code-runner::inject-guidance";
 
 /// Follows bus changes and connection-state transitions until the worker or
 /// the link is gone.

@@ -270,3 +270,91 @@ fn two_workers_share_the_engine() {
         .unwrap();
     assert_eq!(answer["result"], 7, "{answer}");
 }
+
+/// A stand-in for a console: provides the `console:script` and
+/// `console:style` trigger types and, like the real one, fetches each bound
+/// asset through the bound content function at registration.
+struct FakeConsole {
+    client: iii_sdk::IIIClient,
+    fetched: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
+}
+
+#[async_trait::async_trait]
+impl iii_sdk::trigger::TriggerHandler for FakeConsole {
+    async fn register_trigger(
+        &self,
+        config: iii_sdk::trigger::TriggerConfig,
+    ) -> Result<(), iii_sdk::Error> {
+        let asset = self
+            .client
+            .trigger(iii_sdk::protocol::TriggerRequest {
+                function_id: config.function_id.clone(),
+                payload: config.config.clone(),
+                action: None,
+                timeout_ms: Some(10_000),
+            })
+            .await?;
+        self.fetched.lock().unwrap().push((
+            config.config["path"].as_str().unwrap_or("").to_string(),
+            asset,
+        ));
+        Ok(())
+    }
+
+    async fn unregister_trigger(
+        &self,
+        _config: iii_sdk::trigger::TriggerConfig,
+    ) -> Result<(), iii_sdk::Error> {
+        Ok(())
+    }
+}
+
+/// A console that joins the engine receives both of our assets through the
+/// content function, as it would to inject the cards.
+#[test]
+fn a_console_fetches_our_cards() {
+    let engine = EngineProc::start();
+    let worker = WorkerProc::start(&engine, "cr-ui");
+    wait_ready(&engine, &worker);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _guard = runtime.enter();
+    let client = iii_sdk::register_worker(&engine.url(), InitOptions::default());
+    let fetched = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    for slot in ["console:script", "console:style"] {
+        client.register_trigger_type(iii_sdk::RegisterTriggerType::new(
+            slot,
+            "fake console slot",
+            FakeConsole {
+                client: client.clone(),
+                fetched: fetched.clone(),
+            },
+        ));
+    }
+    let until = Instant::now() + REGISTERED;
+    loop {
+        let got = fetched.lock().unwrap().clone();
+        let paths: Vec<&str> = got.iter().map(|(p, _)| p.as_str()).collect();
+        if paths.contains(&"code-runner/page.js") && paths.contains(&"code-runner/styles.css") {
+            // The engine's own observability UI binds the same slots: skip it.
+            for (path, asset) in got.iter().filter(|(p, _)| p.starts_with("code-runner/")) {
+                let content = asset["content"].as_str().unwrap_or("");
+                if path.ends_with(".js") {
+                    assert!(
+                        content.contains("export"),
+                        "page.js is not a module: {asset}"
+                    );
+                } else {
+                    assert!(content.contains("[data-iii-ui=code-runner]"), "{asset}");
+                }
+            }
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the console got {paths:?}\n{}",
+            worker.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    client.shutdown();
+}

@@ -55,4 +55,7 @@ pub use engine::{
 };
 pub use error::{ErrorCode, RunnerError};
 pub use settle::{Settled, ValuePolicy, settle_completion, settle_response};
-pub use wire::{Lang, RunRequest, RunResponse, TeardownRequest, TeardownResponse};
+pub use wire::{
+    Lang, RegisterRequest, RegisterResponse, RunRequest, RunResponse, TeardownRequest,
+    TeardownResponse,
+};

@@ -119,13 +119,79 @@ pub struct TeardownResponse {
     pub namespace: Option<String>,
 }
 
+/// The request of `code-runner::register_function`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "RegisterRequest")]
+pub struct RegisterRequest {
+    /// What `engine::functions::info` shows a caller — write one.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Bus id, e.g. `my-app::greet`; the segment before the first `::` is the namespace, which holds one persistent runtime per lang.
+    pub function_id: String,
+    /// Language of the namespace runtime this handler runs in.
+    pub lang: Lang,
+    /// Optional JSON Schema object (≤ 16 KiB, must constrain: `type`/`properties`/`$ref`) for the payload; shown by `engine::functions::info`, not enforced.
+    #[serde(default)]
+    pub request_format: Option<Value>,
+    /// Optional JSON Schema for the handler's return value; same rules as `request_format`.
+    #[serde(default)]
+    pub response_format: Option<Value>,
+    /// Source that defines `handler(payload)` in `lang`: `export function handler(payload) {…}` (node) or `def handler(payload): …` (python).
+    pub source: String,
+}
+
+/// The response of `code-runner::register_function`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "RegisterResponse")]
+pub struct RegisterResponse {
+    /// The id now published on the bus.
+    pub function_id: String,
+    /// Always true: a failed registration is an error, not a response.
+    pub registered: bool,
+}
+
+/// Most ids one `engine::functions::info` request may name; more is
+/// `code-runner::invalid_request`. The list is refused while it is being
+/// parsed, so a huge request costs no more than this many ids.
+pub const MAX_INFO_IDS: usize = 1_000;
+
 /// The request of `engine::functions::info`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(title = "FunctionsInfoRequest")]
 pub struct FunctionsInfoRequest {
-    /// The function ids to describe.
+    /// The function ids to describe (at most 1000; a repeated id is described once).
+    #[serde(deserialize_with = "bounded_ids")]
+    #[schemars(length(max = 1000))]
     pub function_ids: Vec<String>,
+}
+
+/// Deserializes at most [`MAX_INFO_IDS`] strings, failing at the first one past it.
+fn bounded_ids<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    struct Ids;
+    impl<'de> serde::de::Visitor<'de> for Ids {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "an array of at most {MAX_INFO_IDS} function ids")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut ids = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(MAX_INFO_IDS));
+            while let Some(id) = seq.next_element::<String>()? {
+                if ids.len() == MAX_INFO_IDS {
+                    return Err(serde::de::Error::custom(format!(
+                        "more than {MAX_INFO_IDS} function ids; ask in batches of at most {MAX_INFO_IDS}"
+                    )));
+                }
+                ids.push(id);
+            }
+            Ok(ids)
+        }
+    }
+    deserializer.deserialize_seq(Ids)
 }
 
 /// One entry of `engine::functions::info`'s answer.
@@ -154,7 +220,7 @@ pub struct FunctionInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(title = "FunctionsInfoResponse")]
 pub struct FunctionsInfoResponse {
-    /// One entry per asked id, in the order asked.
+    /// One entry per distinct asked id, in the order first asked.
     pub functions: Vec<FunctionInfo>,
 }
 
@@ -274,6 +340,89 @@ mod tests {
                 vec!["torn_down".to_string(), "unregistered".to_string()]
             )
         );
+    }
+
+    /// `register_function`'s schemas match the contract's API reference:
+    /// names, types, required fields, defaults and the `Lang` reference.
+    #[test]
+    fn register_schemas_match_the_contract() {
+        let request = schema_of::<RegisterRequest>();
+        assert_eq!(
+            request["$schema"],
+            "http://json-schema.org/draft-07/schema#"
+        );
+        assert_eq!(request["title"], "RegisterRequest");
+        assert_eq!(
+            shape(&request),
+            (
+                pairs(&[
+                    ("description", json!(["string", "null"])),
+                    ("function_id", json!("string")),
+                    ("lang", Value::Null),
+                    ("request_format", Value::Null),
+                    ("response_format", Value::Null),
+                    ("source", json!("string")),
+                ]),
+                ["function_id", "lang", "source"].map(String::from).to_vec()
+            )
+        );
+        let props = &request["properties"];
+        assert_eq!(props["description"]["default"], Value::Null);
+        assert_eq!(props["request_format"]["default"], Value::Null);
+        assert_eq!(props["response_format"]["default"], Value::Null);
+        assert_eq!(
+            props["lang"]["allOf"][0]["$ref"],
+            json!("#/definitions/Lang"),
+            "{}",
+            props["lang"]
+        );
+        assert_eq!(
+            props["lang"]["description"],
+            "Language of the namespace runtime this handler runs in."
+        );
+        assert_eq!(
+            request["definitions"]["Lang"]["enum"],
+            json!(["node", "python"])
+        );
+        assert!(
+            props["request_format"]["description"]
+                .as_str()
+                .unwrap()
+                .contains("16 KiB")
+        );
+
+        let response = schema_of::<RegisterResponse>();
+        assert_eq!(response["title"], "RegisterResponse");
+        assert_eq!(
+            shape(&response),
+            (
+                pairs(&[
+                    ("function_id", json!("string")),
+                    ("registered", json!("boolean")),
+                ]),
+                ["function_id", "registered"].map(String::from).to_vec()
+            )
+        );
+    }
+
+    /// The info request is refused while parsing once it names more than
+    /// `MAX_INFO_IDS` ids, and its schema says so.
+    #[test]
+    fn info_request_is_bounded_while_parsing() {
+        let ids: Vec<String> = (0..MAX_INFO_IDS).map(|i| format!("a::{i}")).collect();
+        let ok: FunctionsInfoRequest =
+            serde_json::from_value(json!({ "function_ids": ids })).unwrap();
+        assert_eq!(ok.function_ids.len(), MAX_INFO_IDS);
+        let too_many: Vec<&str> = vec!["a::b"; MAX_INFO_IDS + 1];
+        let err =
+            serde_json::from_value::<FunctionsInfoRequest>(json!({ "function_ids": too_many }))
+                .unwrap_err();
+        assert!(
+            err.to_string().contains("more than 1000 function ids"),
+            "{err}"
+        );
+        let schema = schema_of::<FunctionsInfoRequest>();
+        assert_eq!(schema["properties"]["function_ids"]["maxItems"], 1000);
     }
 
     /// Unknown fields and wrong types are refused by name.

@@ -1,12 +1,15 @@
 //! The embedded bus: functions by id, with their schemas.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use code_runner_core::wire::{FunctionInfo, FunctionsInfoResponse};
 use code_runner_core::{BoxFuture, RunnerError};
 use serde::Serialize;
 use serde_json::Value;
+
+use crate::lineage::RuntimeKey;
 
 /// The error code of a call to an id nothing is registered under.
 pub const FUNCTION_NOT_FOUND: &str = "function_not_found";
@@ -33,21 +36,63 @@ impl From<RunnerError> for CallError {
     }
 }
 
-/// A function handler: JSON payload in, JSON answer or error out.
-pub type Handler = Arc<dyn Fn(Value) -> BoxFuture<'static, Result<Value, CallError>> + Send + Sync>;
+/// Who makes a bus call: the host (HTTP, the CLI, an engine connection), or
+/// guest code through its `iii.trigger`.
+///
+/// A guest call carries the calling runtime, so what it starts (a nested
+/// `keep: true` run, a namespace) is charged to it and lives no longer than
+/// it does, and its deadline, so nothing it starts outlives its budget.
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    pub(crate) guest: Option<GuestCaller>,
+}
+
+/// The guest side of a [`Caller`].
+#[derive(Debug, Clone)]
+pub(crate) struct GuestCaller {
+    /// The runtime whose code made the call.
+    pub runtime: RuntimeKey,
+    /// The top of its lineage: the runtime a host call created.
+    pub root: RuntimeKey,
+    /// The namespace the calling runtime serves, if it is a namespace runtime.
+    pub namespace: Option<String>,
+    /// When the calling turn's budget ends.
+    pub deadline: Instant,
+}
+
+impl Caller {
+    /// A host call: no budget but the callee's own, nothing to charge.
+    pub fn host() -> Caller {
+        Caller::default()
+    }
+
+    /// The time left before the calling guest's deadline (`None` for the host).
+    pub(crate) fn time_left(&self) -> Option<Duration> {
+        self.guest
+            .as_ref()
+            .map(|g| g.deadline.saturating_duration_since(Instant::now()))
+    }
+}
+
+/// A function handler: JSON payload and caller in, JSON answer or error out.
+pub type Handler =
+    Arc<dyn Fn(Value, Caller) -> BoxFuture<'static, Result<Value, CallError>> + Send + Sync>;
 
 /// A bus function: its description, schemas, metadata and handler.
+///
+/// Schemas and metadata are shared (`Arc`): describing a function copies
+/// pointers under the bus lock, never the schemas themselves.
 #[derive(Clone)]
 pub struct Function {
     /// What `engine::functions::info` shows a caller.
     pub description: String,
     /// JSON Schema of the payload.
-    pub request_schema: Value,
+    pub request_schema: Arc<Value>,
     /// JSON Schema of the answer.
-    pub response_schema: Value,
+    pub response_schema: Arc<Value>,
     /// Free-form metadata; `{"internal": true}` marks a function callers
     /// do not call directly (hooks, content functions).
-    pub metadata: Value,
+    pub metadata: Arc<Value>,
     /// The handler.
     pub handler: Handler,
 }
@@ -62,18 +107,24 @@ impl Function {
     ) -> Self {
         Function {
             description: description.into(),
-            request_schema,
-            response_schema,
-            metadata: Value::Object(Default::default()),
+            request_schema: Arc::new(request_schema),
+            response_schema: Arc::new(response_schema),
+            metadata: Arc::new(Value::Object(Default::default())),
             handler,
         }
     }
 
     /// Marks the function internal (`metadata.internal: true`).
     #[must_use]
-    pub fn internal(mut self) -> Self {
-        if let Value::Object(map) = &mut self.metadata {
-            map.insert("internal".into(), Value::Bool(true));
+    pub fn internal(self) -> Self {
+        self.with_metadata("internal", Value::Bool(true))
+    }
+
+    /// Sets one metadata key.
+    #[must_use]
+    pub fn with_metadata(mut self, key: &str, value: Value) -> Self {
+        if let Value::Object(map) = Arc::make_mut(&mut self.metadata) {
+            map.insert(key.into(), value);
         }
         self
     }
@@ -98,32 +149,13 @@ impl Default for Bus {
 impl Bus {
     /// Registers (or replaces) `id`.
     pub fn register(&self, id: &str, function: Function) {
-        self.functions
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.to_string(), function);
+        self.write().insert(id.to_string(), function);
         self.changes.send_modify(|n| *n += 1);
-    }
-
-    /// Removes `id`; whether it was there.
-    pub fn unregister(&self, id: &str) -> bool {
-        let removed = self
-            .functions
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id)
-            .is_some();
-        if removed {
-            self.changes.send_modify(|n| *n += 1);
-        }
-        removed
     }
 
     /// Every function, by id: what a mirror registers elsewhere.
     pub fn snapshot(&self) -> Vec<(String, Function)> {
-        self.functions
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
+        self.read()
             .iter()
             .map(|(id, f)| (id.clone(), f.clone()))
             .collect()
@@ -131,19 +163,7 @@ impl Bus {
 
     /// The function registered under `id`.
     pub fn get(&self, id: &str) -> Option<Function> {
-        self.functions
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(id)
-            .cloned()
-    }
-
-    /// Whether `id` is registered here.
-    pub fn contains(&self, id: &str) -> bool {
-        self.functions
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(id)
+        self.read().get(id).cloned()
     }
 
     /// A receiver that wakes on every change.
@@ -151,34 +171,69 @@ impl Bus {
         self.changes.subscribe()
     }
 
-    /// Calls `id` with `payload`.
+    /// Removes `id`; whether it was there.
+    pub fn unregister(&self, id: &str) -> bool {
+        let removed = self.write().remove(id).is_some();
+        if removed {
+            self.changes.send_modify(|n| *n += 1);
+        }
+        removed
+    }
+
+    /// Calls `id` with `payload`, as the host.
     ///
     /// # Errors
     /// `function_not_found` for an unknown id, else the handler's error.
     pub async fn call(&self, id: &str, payload: Value) -> Result<Value, CallError> {
-        let handler = self
-            .functions
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(id)
-            .map(|entry| entry.handler.clone())
-            .ok_or_else(|| CallError {
-                code: FUNCTION_NOT_FOUND.into(),
-                message: format!("no function `{id}` on this bus"),
-            })?;
-        handler(payload).await
+        self.call_as(id, payload, Caller::host()).await
     }
 
-    /// Describes `ids`, in order; an unknown id gets an entry with `error`.
+    /// Calls `id` with `payload` on behalf of `caller`.
+    ///
+    /// # Errors
+    /// `function_not_found` for an unknown id, else the handler's error.
+    pub async fn call_as(
+        &self,
+        id: &str,
+        payload: Value,
+        caller: Caller,
+    ) -> Result<Value, CallError> {
+        let handler = self
+            .read()
+            .get(id)
+            .map(|entry| entry.handler.clone())
+            .ok_or_else(|| not_found(id))?;
+        handler(payload, caller).await
+    }
+
+    /// Whether `id` is registered.
+    pub fn contains(&self, id: &str) -> bool {
+        self.read().contains_key(id)
+    }
+
+    /// Describes `ids`, each distinct id once, in the order first asked; an
+    /// unknown id gets an entry with `error`.
+    ///
+    /// The bus lock is held only to copy pointers; the schemas are copied
+    /// into the answer after it is released. Callers bound `ids` (the info
+    /// function takes at most [`code_runner_core::wire::MAX_INFO_IDS`]).
     pub fn info(&self, ids: &[String]) -> FunctionsInfoResponse {
-        let functions = self.functions.read().unwrap_or_else(|p| p.into_inner());
-        let describe = |id: &String| match functions.get(id) {
+        let mut seen = HashSet::with_capacity(ids.len());
+        let distinct: Vec<&String> = ids.iter().filter(|id| seen.insert(id.as_str())).collect();
+        let found: Vec<Option<Function>> = {
+            let functions = self.read();
+            distinct
+                .iter()
+                .map(|id| functions.get(id.as_str()).cloned())
+                .collect()
+        };
+        let describe = |(id, entry): (&String, Option<Function>)| match entry {
             Some(entry) => FunctionInfo {
                 function_id: id.clone(),
-                description: Some(entry.description.clone()),
-                request_schema: Some(entry.request_schema.clone()),
-                response_schema: Some(entry.response_schema.clone()),
-                metadata: Some(entry.metadata.clone()),
+                description: Some(entry.description),
+                request_schema: Some(Value::clone(&entry.request_schema)),
+                response_schema: Some(Value::clone(&entry.response_schema)),
+                metadata: Some(Value::clone(&entry.metadata)),
                 error: None,
             },
             None => FunctionInfo {
@@ -193,17 +248,94 @@ impl Bus {
             },
         };
         FunctionsInfoResponse {
-            functions: ids.iter().map(describe).collect(),
+            functions: distinct.into_iter().zip(found).map(describe).collect(),
         }
     }
 
     /// Every registered id, sorted.
     pub fn ids(&self) -> Vec<String> {
-        self.functions
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        self.read().keys().cloned().collect()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Function>> {
+        self.functions.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Function>> {
+        self.functions.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The error of a call to an id nothing is registered under.
+pub fn not_found(id: &str) -> CallError {
+    CallError {
+        code: FUNCTION_NOT_FOUND.into(),
+        message: format!("no function `{id}` on this bus"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn function(schema: Value) -> Function {
+        let handler: Handler = Arc::new(|payload, _caller| Box::pin(async move { Ok(payload) }));
+        Function::new("echo", schema.clone(), schema, handler)
+    }
+
+    /// A repeated id is described once, in the order first asked, and an
+    /// unknown one gets an error entry: a long list of one id cannot
+    /// multiply the schemas in the answer.
+    #[test]
+    fn info_describes_each_distinct_id_once() {
+        let bus = Bus::default();
+        bus.register("a::x", function(serde_json::json!({"type": "object"})));
+        let ids: Vec<String> = ["a::x", "b::y", "a::x", "a::x", "b::y"]
+            .map(String::from)
+            .to_vec();
+        let info = bus.info(&ids);
+        let listed: Vec<&str> = info
+            .functions
+            .iter()
+            .map(|f| f.function_id.as_str())
+            .collect();
+        assert_eq!(listed, ["a::x", "b::y"]);
+        assert_eq!(
+            info.functions[0].request_schema,
+            Some(serde_json::json!({"type": "object"}))
+        );
+        assert!(
+            info.functions[1]
+                .error
+                .as_deref()
+                .unwrap_or("")
+                .starts_with(FUNCTION_NOT_FOUND)
+        );
+    }
+
+    /// Registered functions share their schemas: a clone of the entry is a
+    /// pointer copy, not a copy of the schema.
+    #[test]
+    fn function_entries_share_their_schemas() {
+        let f = function(serde_json::json!({"type": "string"}));
+        let g = f.clone();
+        assert!(Arc::ptr_eq(&f.request_schema, &g.request_schema));
+        let internal = g.internal();
+        assert_eq!(internal.metadata["internal"], true);
+        assert_eq!(*f.metadata, serde_json::json!({}));
+    }
+
+    /// Unregistering makes an id unknown again.
+    #[tokio::test]
+    async fn unregister_makes_an_id_unknown() {
+        let bus = Bus::default();
+        bus.register("a::x", function(Value::Null));
+        assert_eq!(bus.call("a::x", Value::from(1)).await, Ok(Value::from(1)));
+        assert!(bus.unregister("a::x"));
+        assert!(!bus.unregister("a::x"));
+        assert_eq!(
+            bus.call("a::x", Value::Null).await.unwrap_err().code,
+            FUNCTION_NOT_FOUND
+        );
     }
 }

@@ -1,20 +1,22 @@
-//! The worker's bus functions: `code-runner::run`, `code-runner::teardown`,
-//! and the guest's `iii` binding namespace.
+//! The worker's bus functions: `code-runner::run`, `code-runner::teardown`
+//! and `engine::functions::info` (registration: [`crate::register`]).
 
-use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
-use code_runner_core::wire::{RunRequest, TeardownRequest, TeardownResponse};
+use code_runner_core::wire::{FunctionsInfoRequest, RunRequest, TeardownRequest, TeardownResponse};
 use code_runner_core::{
-    AbortSignal, BindingCall, BindingError, BindingNamespace, Bindings, ErrorCode, RunnerError,
-    RuntimeOptions, Task, TurnEnding, TurnSpec, settle_response,
+    AbortSignal, ErrorCode, RunnerError, RuntimeOptions, Task, TurnEnding, TurnSpec,
+    settle_response,
 };
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::bus::CallError;
+use crate::bus::{CallError, Caller};
+use crate::guest::{self, GuestContext};
 use crate::ids::{new_dir_name, new_runtime_id, redact};
+use crate::lifecycle::{self, Live};
+use crate::lineage::Lasting;
 use crate::registry::WorkDir;
 use crate::worker::Inner;
 
@@ -41,17 +43,24 @@ pub fn parse<T: DeserializeOwned>(payload: Value) -> Result<T, RunnerError> {
     })
 }
 
-/// `code-runner::run`.
-pub(crate) async fn run(inner: Arc<Inner>, payload: Value) -> Result<Value, CallError> {
+/// `code-runner::run`. A run that guest code started (`caller` is a guest)
+/// belongs to the calling runtime: kept, it is charged to the caller's
+/// lineage and ends with the caller ([`crate::lineage`]).
+pub(crate) async fn run(
+    inner: Arc<Inner>,
+    payload: Value,
+    caller: Caller,
+) -> Result<Value, CallError> {
     let request: RunRequest = parse(payload)?;
     let config = inner.config();
     let timeout = config.timeout(request.timeout_ms)?;
     let caps = config.output_caps();
     let started = Instant::now();
-    let turn = TurnSpec {
-        task: Task::Program(request.code),
+    let (code, weak) = (request.code, Arc::downgrade(&inner));
+    let turn = move |context: GuestContext| TurnSpec {
+        task: Task::Program(code),
         timeout,
-        bindings: iii_bindings(Arc::downgrade(&inner)),
+        bindings: guest::bindings(weak, context),
         max_stream_bytes: caps.max_stream_bytes,
         abort: AbortSignal::new(),
     };
@@ -75,7 +84,8 @@ pub(crate) async fn run(inner: Arc<Inner>, payload: Value) -> Result<Value, Call
             .into());
         }
         let _busy = kept.enter();
-        let outcome = kept.runtime.run(turn).await;
+        let context = GuestContext::of(&inner, kept.key, kept.lang, None);
+        let outcome = kept.runtime.run(turn(context)).await;
         let response = settle_response(outcome, caps, elapsed(started), Some(id))?;
         return Ok(serde_json::to_value(response).unwrap_or(Value::Null));
     }
@@ -85,6 +95,13 @@ pub(crate) async fn run(inner: Arc<Inner>, payload: Value) -> Result<Value, Call
         .ok_or_else(|| RunnerError::invalid("lang is required when runtime_id is omitted"))?;
     let engine = inner.engine(lang)?;
     let memory_mb = config.memory_mb(request.memory_mb)?;
+    let lasting = if request.keep {
+        Lasting::Yes
+    } else {
+        Lasting::No
+    };
+    let key = inner.lineage.begin(&caller, lasting, config.max_runtimes)?;
+    let live = Live::new(&inner, key);
     let slot = inner.registry.acquire(config.max_runtimes)?;
     let warm = inner
         .pool(lang)
@@ -102,16 +119,32 @@ pub(crate) async fn run(inner: Arc<Inner>, payload: Value) -> Result<Value, Call
             (engine.spawn(options).await?, dir)
         }
     };
-    let outcome = runtime.run(turn).await;
+    inner.lineage.attach(key, runtime.clone());
+    let outcome = runtime
+        .run(turn(GuestContext::of(&inner, key, lang, None)))
+        .await;
     let succeeded = matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, .. });
     if request.keep && succeeded {
         let id = new_runtime_id(inner.engine_link.get().map(|link| link.worker_name()));
-        let response = settle_response(outcome, caps, elapsed(started), Some(id.clone()))?;
-        inner.registry.keep(id, lang, runtime, dir, slot);
+        let response = settle_response(outcome, caps, elapsed(started), Some(id.clone()));
+        inner
+            .registry
+            .keep(id.clone(), lang, key, runtime, dir, slot);
+        live.keep();
         refill_pool(&inner, lang);
-        return Ok(serde_json::to_value(response).unwrap_or(Value::Null));
+        if inner.lineage.is_orphaned(key) {
+            // The runtime whose code started this one ended meanwhile.
+            lifecycle::remove_kept(&inner, &id).await.ok();
+            return Err(RunnerError::new(
+                ErrorCode::Expired,
+                "the runtime whose code started this run has ended, and this runtime with it",
+            )
+            .into());
+        }
+        return Ok(serde_json::to_value(response?).unwrap_or(Value::Null));
     }
     runtime.close().await;
+    live.finish().await;
     drop((dir, slot));
     refill_pool(&inner, lang);
     let response = settle_response(outcome, caps, elapsed(started), None)?;
@@ -126,27 +159,20 @@ fn refill_pool(inner: &Inner, lang: code_runner_core::Lang) {
     }
 }
 
-/// `code-runner::teardown`.
+/// `code-runner::teardown`: a kept runtime by id, or a namespace.
 pub(crate) async fn teardown(inner: Arc<Inner>, payload: Value) -> Result<Value, CallError> {
     let request: TeardownRequest = parse(payload)?;
     let response = match (request.runtime_id, request.namespace) {
         (Some(id), None) => {
-            inner.registry.remove(&id).await?;
+            let unregistered = lifecycle::remove_kept(&inner, &id).await?;
             TeardownResponse {
                 torn_down: true,
-                unregistered: Vec::new(),
+                unregistered,
                 runtime_id: Some(id),
                 namespace: None,
             }
         }
-        (None, Some(namespace)) => {
-            let canonical = format!("{}::", namespace.trim_end_matches("::"));
-            return Err(RunnerError::new(
-                ErrorCode::RuntimeNotFound,
-                format!("namespace {canonical} has no registered functions behind it"),
-            )
-            .into());
-        }
+        (None, Some(namespace)) => crate::register::teardown_namespace(&inner, &namespace).await?,
         (Some(_), Some(_)) => {
             return Err(RunnerError::invalid(
                 "pass exactly one of runtime_id or namespace, not both",
@@ -160,75 +186,14 @@ pub(crate) async fn teardown(inner: Arc<Inner>, payload: Value) -> Result<Value,
     Ok(serde_json::to_value(response).unwrap_or(Value::Null))
 }
 
-/// The payload of `iii.trigger`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TriggerRequest {
-    function_id: String,
-    #[serde(default)]
-    payload: Value,
-    #[serde(default)]
-    timeout_ms: Option<u64>,
-}
-
-/// The guest's `iii` global: `trigger` and `namespace`.
-fn iii_bindings(inner: Weak<Inner>) -> Bindings {
-    let iii = BindingNamespace::new("iii")
-        .function("trigger", move |args, call| {
-            trigger(inner.clone(), args, call)
-        })
-        .value("namespace", Value::Null)
-        .error_class("IIIError", "member");
-    Bindings::new(vec![iii]).unwrap_or_default()
-}
-
-/// `iii.trigger`: a bus call whose budget is clamped to what is left of the run.
-async fn trigger(
-    inner: Weak<Inner>,
-    args: Value,
-    call: BindingCall,
-) -> Result<Value, BindingError> {
-    let inner = inner
-        .upgrade()
-        .ok_or_else(|| BindingError::message("the worker is shutting down"))?;
-    let request: TriggerRequest = parse(args)
-        .map_err(|err| BindingError::message(format!("iii.trigger: {}", err.message)))?;
-    let left = call.deadline.saturating_duration_since(Instant::now());
-    let budget = request
-        .timeout_ms
-        .map_or(left, |ms| Duration::from_millis(ms).min(left));
-    let mut payload = request.payload;
-    if let Some(map) = payload
-        .as_object_mut()
-        .filter(|_| request.function_id == RUN)
-    {
-        let asked = map
-            .get("timeout_ms")
-            .and_then(Value::as_u64)
-            .unwrap_or(inner.config().default_timeout_ms);
-        let clamped = asked
-            .min(u64::try_from(budget.as_millis()).unwrap_or(u64::MAX))
-            .max(1);
-        map.insert("timeout_ms".into(), Value::from(clamped));
-    }
-    match tokio::time::timeout(
-        budget,
-        inner.dispatch(&request.function_id, payload, budget),
-    )
+/// `engine::functions::info`: at most [`code_runner_core::wire::MAX_INFO_IDS`]
+/// ids (refused while parsing), each distinct id described once, the answer
+/// built off the async workers.
+pub(crate) async fn info(inner: Arc<Inner>, payload: Value) -> Result<Value, CallError> {
+    let request: FunctionsInfoRequest = parse(payload)?;
+    tokio::task::spawn_blocking(move || {
+        serde_json::to_value(inner.bus.info(&request.function_ids)).unwrap_or(Value::Null)
+    })
     .await
-    {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(err)) => Err(BindingError {
-            code: Some(err.code),
-            message: err.message,
-        }),
-        Err(_) => Err(BindingError {
-            code: Some(ErrorCode::Timeout.as_str().into()),
-            message: format!(
-                "iii.trigger({}) got no answer within {} ms",
-                request.function_id,
-                budget.as_millis()
-            ),
-        }),
-    }
+    .map_err(|err| RunnerError::engine(format!("describing functions failed: {err}")).into())
 }

@@ -1,7 +1,10 @@
 //! The code-runner worker: runs untrusted code in-process behind a small bus.
 //!
 //! - [`Worker`]: configuration, engines, the runtime [`registry`] and the [`bus`].
-//! - [`functions`]: `code-runner::run`, `code-runner::teardown`, and the guest's `iii`.
+//! - [`functions`]: `code-runner::run`, `code-runner::teardown`, `engine::functions::info`;
+//!   `register`: `code-runner::register_function` and the published functions it serves.
+//! - `guest`: the guest's `iii` global; [`bridge`]: the bus functions guest code may not reach;
+//!   [`namespaces`]: the naming rule; [`lineage`]: who started which runtime.
 //! - [`http`]: the HTTP API; [`cli`]: `serve`, `call` and `bench` ([`bench`]).
 //! - [`ui`]: the console cards (`code-runner::ui-content`) and the playground at `GET /`.
 //!
@@ -23,13 +26,22 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod bridge;
 pub mod bus;
 pub mod cli;
 pub mod functions;
+mod guest;
 pub mod http;
 mod ids;
 pub mod iii;
+mod invoke;
+mod lifecycle;
+pub mod lineage;
+pub mod namespaces;
+mod ns_runtimes;
 pub mod pool;
+mod published;
+mod register;
 pub mod registry;
 pub mod ui;
 mod worker;

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use code_runner_core::{ErrorCode, Lang, RunnerError, Runtime};
 
 use crate::ids::redact;
+use crate::lineage::RuntimeKey;
 
 /// How many reaped or torn-down ids are remembered to answer `expired`.
 const REMEMBERED_EXPIRED: usize = 65_536;
@@ -47,6 +48,8 @@ impl Drop for WorkDir {
 pub struct Kept {
     /// Its language.
     pub lang: Lang,
+    /// Its lineage key (what it published and started is filed under it).
+    pub key: RuntimeKey,
     /// The engine runtime.
     pub runtime: Arc<dyn Runtime>,
     last_used: Mutex<Instant>,
@@ -114,17 +117,19 @@ impl Registry {
         self.lock_kept().len()
     }
 
-    /// Keeps `runtime` under `id`.
+    /// Keeps `runtime` (lineage key `key`) under `id`.
     pub fn keep(
         &self,
         id: String,
         lang: Lang,
+        key: RuntimeKey,
         runtime: Arc<dyn Runtime>,
         dir: WorkDir,
         slot: Slot,
     ) {
         let kept = Kept {
             lang,
+            key,
             runtime,
             last_used: Mutex::new(Instant::now()),
             busy: AtomicUsize::new(0),
@@ -164,11 +169,12 @@ impl Registry {
         }
     }
 
-    /// Removes `id`, closes its runtime (stopping a turn in flight) and frees its slot.
+    /// Removes `id`, closes its runtime (stopping a turn in flight) and frees
+    /// its slot; returns it, for the caller to retire what it published.
     ///
     /// # Errors
     /// As [`Registry::get`].
-    pub async fn remove(&self, id: &str) -> Result<(), RunnerError> {
+    pub async fn remove(&self, id: &str) -> Result<Arc<Kept>, RunnerError> {
         let kept = self
             .lock_kept()
             .remove(id)
@@ -176,11 +182,27 @@ impl Registry {
         self.remember_expired(id);
         kept.runtime.close().await;
         tracing::debug!(runtime = %redact(id), "runtime torn down");
-        Ok(())
+        Ok(kept)
     }
 
-    /// Closes every kept runtime idle for at least `ttl`; returns how many.
-    pub async fn reap(&self, ttl: Duration) -> usize {
+    /// Removes the kept runtime whose lineage key is `key`, without closing it.
+    pub fn take_by_key(&self, key: RuntimeKey) -> Option<Arc<Kept>> {
+        let mut kept = self.lock_kept();
+        let id = kept.iter().find(|(_, k)| k.key == key)?.0.clone();
+        let found = kept.remove(&id);
+        drop(kept);
+        self.remember_expired(&id);
+        found
+    }
+
+    /// Marks a call in progress on the kept runtime `key`, if it is kept.
+    pub fn enter_by_key(&self, key: RuntimeKey) -> Option<BusyGuard> {
+        let kept = self.lock_kept().values().find(|k| k.key == key).cloned()?;
+        Some(kept.enter())
+    }
+
+    /// Closes every kept runtime idle for at least `ttl`; returns them.
+    pub async fn reap(&self, ttl: Duration) -> Vec<Arc<Kept>> {
         let now = Instant::now();
         let idle: Vec<(String, Arc<Kept>)> = {
             let mut kept = self.lock_kept();
@@ -203,15 +225,16 @@ impl Registry {
             kept.runtime.close().await;
             tracing::info!(runtime = %redact(id), "reaped idle runtime");
         }
-        idle.len()
+        idle.into_iter().map(|(_, kept)| kept).collect()
     }
 
-    /// Closes every kept runtime (shutdown).
-    pub async fn close_all(&self) {
+    /// Closes every kept runtime (shutdown); returns them.
+    pub async fn close_all(&self) -> Vec<Arc<Kept>> {
         let all: Vec<Arc<Kept>> = self.lock_kept().drain().map(|(_, k)| k).collect();
-        for kept in all {
+        for kept in &all {
             kept.runtime.close().await;
         }
+        all
     }
 
     fn remember_expired(&self, id: &str) {

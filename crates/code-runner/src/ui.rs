@@ -174,7 +174,7 @@ pub fn register(bus: &Bus) {
             "Serve the code-runner worker's injected console UI assets (content function for its console:script / console:style triggers).",
             schema_of::<UiContentInput>(),
             schema_of::<UiContentResult>(),
-            Arc::new(|payload| {
+            Arc::new(|payload, _caller| {
                 Box::pin(async move {
                     let result = ui_content(payload).map_err(CallError::from)?;
                     Ok(serde_json::to_value(result).unwrap_or(Value::Null))

@@ -7,16 +7,20 @@ use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use code_runner_core::wire::{
-    FunctionsInfoRequest, FunctionsInfoResponse, RunRequest, RunResponse, TeardownRequest,
-    TeardownResponse, schema_of,
+    FunctionsInfoRequest, FunctionsInfoResponse, RegisterRequest, RegisterResponse, RunRequest,
+    RunResponse, TeardownRequest, TeardownResponse, schema_of,
 };
 use code_runner_core::{Config, DEFAULT_MEMORY_MB, Engine, Lang, RunnerError};
 use serde_json::{Value, json};
 
-use crate::bus::{Bus, CallError, FUNCTIONS_INFO, Function, Handler};
+use crate::bus::{Bus, CallError, Caller, FUNCTIONS_INFO, Function, Handler};
 use crate::functions::{self, RUN, TEARDOWN};
 use crate::iii::{EngineLink, EngineOptions};
+use crate::lineage::Lineage;
+use crate::ns_runtimes::NamespaceRuntimes;
 use crate::pool::WarmPool;
+use crate::published::Published;
+use crate::register::{self, REGISTER_FUNCTION};
 use crate::registry::Registry;
 
 /// What a worker needs to start.
@@ -40,6 +44,9 @@ pub(crate) struct Inner {
     config: RwLock<Config>,
     pub(crate) registry: Registry,
     pub(crate) bus: Bus,
+    pub(crate) lineage: Lineage,
+    pub(crate) published: Published,
+    pub(crate) namespaces: NamespaceRuntimes,
     pub(crate) runtimes_dir: PathBuf,
     python: Result<Arc<dyn Engine>, String>,
     python_pool: Option<Arc<WarmPool>>,
@@ -56,22 +63,14 @@ impl Inner {
             .clone()
     }
 
-    /// Calls `id` for a guest: through the engine when one is connected (so
-    /// any worker's function is reachable), on the embedded bus otherwise.
-    /// While the engine is away, this worker's own functions still answer.
-    pub(crate) async fn dispatch(
-        &self,
-        id: &str,
-        payload: Value,
-        budget: Duration,
-    ) -> Result<Value, CallError> {
-        match self.engine_link.get() {
-            Some(link) if link.connected() || !self.bus.contains(id) => {
-                link.trigger(id, payload, budget, crate::iii::Delivery::Call)
-                    .await
-            }
-            _ => self.bus.call(id, payload).await,
-        }
+    /// Where a guest's call of `id` goes: the iii engine for a function this
+    /// worker does not hold (so any worker's function is reachable), else
+    /// this worker's own bus. Our own functions stay local even on an engine:
+    /// the call keeps its guest [`Caller`] (what it starts is charged to the
+    /// calling runtime, and a call back into the same runtime is refused),
+    /// which a hop through the engine would lose.
+    pub(crate) fn engine_for(&self, id: &str) -> Option<&Arc<EngineLink>> {
+        self.engine_link.get().filter(|_| !self.bus.contains(id))
     }
 
     /// The warm pool of `lang`, if it has one.
@@ -140,6 +139,9 @@ impl Worker {
             config: RwLock::new(options.config),
             registry: Registry::default(),
             bus: Bus::default(),
+            lineage: Lineage::default(),
+            published: Published::default(),
+            namespaces: NamespaceRuntimes::default(),
             runtimes_dir,
             python,
             python_pool,
@@ -208,7 +210,12 @@ impl Worker {
         self.inner.config()
     }
 
-    /// Leaves the engine and closes every kept runtime.
+    #[cfg(test)]
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
+    }
+
+    /// Leaves the engine and closes every kept and namespace runtime.
     pub async fn shutdown(&self) {
         if let Some(link) = self.inner.engine_link.get() {
             link.shutdown().await;
@@ -216,7 +223,7 @@ impl Worker {
         if let Some(pool) = &self.inner.python_pool {
             pool.drain().await;
         }
-        self.inner.registry.close_all().await;
+        crate::lifecycle::shutdown(&self.inner).await;
     }
 }
 
@@ -227,7 +234,7 @@ fn register_functions(inner: &Arc<Inner>) {
         "Run code in a sandbox (no network, host filesystem or packages). One-shot by default: nothing persists and no runtime_id is returned. keep: true keeps the runtime and returns its runtime_id to reuse until code-runner::teardown or the idle TTL reaps it. A failing script is a response, not an error.",
         schema_of::<RunRequest>(),
         schema_of::<RunResponse>(),
-        handler(inner, functions::run),
+        handler_as(inner, functions::run),
     ));
     inner.bus.register(
         TEARDOWN,
@@ -243,10 +250,15 @@ fn register_functions(inner: &Arc<Inner>) {
         "Describe bus functions: description, request_schema and response_schema for each id asked (an unknown id gets an entry with an error).",
         schema_of::<FunctionsInfoRequest>(),
         schema_of::<FunctionsInfoResponse>(),
-        handler(inner, |inner, payload| async move {
-            let request: FunctionsInfoRequest = functions::parse(payload)?;
-            Ok(serde_json::to_value(inner.bus.info(&request.function_ids)).unwrap_or(Value::Null))
-        }),
+        handler(inner, functions::info),
+    ));
+    inner.bus.register(
+        REGISTER_FUNCTION,
+        Function::new(
+        "Publish a bus function whose handler runs in a sandbox; no runtime_id needed. source must define handler(payload) in lang; each call runs it and returns its JSON result. The namespace (function_id before `::`) shares one runtime per lang; its functions stop resolving once torn down or idle-reaped.",
+        schema_of::<RegisterRequest>(),
+        schema_of::<RegisterResponse>(),
+        handler_as(inner, register::register_function),
     ));
     crate::ui::register(&inner.bus);
 }
@@ -258,13 +270,22 @@ where
     F: Fn(Arc<Inner>, Value) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Value, CallError>> + Send + 'static,
 {
+    handler_as(inner, move |inner, payload, _caller| f(inner, payload))
+}
+
+/// Like [`handler`], for a function that needs to know its [`Caller`].
+fn handler_as<F, Fut>(inner: &Arc<Inner>, f: F) -> Handler
+where
+    F: Fn(Arc<Inner>, Value, Caller) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Value, CallError>> + Send + 'static,
+{
     let weak: Weak<Inner> = Arc::downgrade(inner);
     let f = Arc::new(f);
-    Arc::new(move |payload: Value| {
+    Arc::new(move |payload: Value, caller: Caller| {
         let (weak, f) = (weak.clone(), f.clone());
         Box::pin(async move {
             let inner = weak.upgrade().ok_or_else(shutting_down)?;
-            f(inner, payload).await
+            f(inner, payload, caller).await
         })
     })
 }
@@ -283,7 +304,7 @@ async fn reap_idle(inner: Weak<Inner>) {
         tokio::time::sleep((ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(30)))
             .await;
         let Some(inner) = inner.upgrade() else { return };
-        inner.registry.reap(ttl).await;
+        crate::lifecycle::reap(&inner, ttl).await;
     }
 }
 

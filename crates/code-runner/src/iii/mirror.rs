@@ -129,9 +129,9 @@ fn registration(id: &str, function: &Function, inner: Weak<Inner>) -> RegisterFu
         }
     })
     .description(function.description.clone())
-    .request_format(function.request_schema.clone())
-    .response_format(function.response_schema.clone())
-    .metadata(function.metadata.clone())
+    .request_format(Value::clone(&function.request_schema))
+    .response_format(Value::clone(&function.response_schema))
+    .metadata(Value::clone(&function.metadata))
 }
 
 /// The engine adds `_caller_worker_id` to every object payload a worker

@@ -17,7 +17,9 @@
 //!   and `teardown {namespace}` go to the worker that holds the namespace
 //!   (found in `engine::functions::list`), a new namespace stays local;
 //! - a one-shot run goes round-robin over the live workers (this one
-//!   included), and a worker at capacity passes it on to the next.
+//!   included), and a worker at capacity passes it on to the next;
+//! - a guest's own call (its `iii.trigger` of `code-runner::run`) stays on
+//!   its worker, charged to the calling runtime.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::bus::{CallError, FUNCTION_NOT_FOUND, Function, Handler};
+use crate::bus::{CallError, Caller, FUNCTION_NOT_FOUND, Function, Handler};
 use crate::functions::{REGISTER, RUN, TEARDOWN};
 use crate::iii::{Delivery, EngineLink};
 use crate::worker::Inner;
@@ -151,16 +153,19 @@ pub(crate) fn install(inner: &Arc<Inner>, link: &EngineLink) {
 }
 
 fn routed_handler(shared: &'static str, local: Handler, inner: std::sync::Weak<Inner>) -> Handler {
-    Arc::new(move |payload: Value| {
+    Arc::new(move |payload: Value, caller: Caller| {
         let (local, inner) = (local.clone(), inner.clone());
         Box::pin(async move {
-            let Some(inner) = inner.upgrade() else {
-                return local(payload).await;
-            };
-            let Some(link) = inner.engine_link.get().cloned() else {
-                return local(payload).await;
-            };
-            route(shared, &inner, &link, local, payload).await
+            let link = inner
+                .upgrade()
+                .and_then(|inner| Some((inner.engine_link.get()?.clone(), inner)));
+            match link {
+                // A guest's own call stays here, charged to its runtime.
+                Some((link, inner)) if caller.guest.is_none() => {
+                    route(shared, &inner, &link, local, payload).await
+                }
+                _ => local(payload, caller).await,
+            }
         })
     })
 }
@@ -185,7 +190,7 @@ async fn route(
         .map(str::to_string);
     if let Some(owner) = owner {
         if owner == me || !link.connected() {
-            return local(payload).await;
+            return local(payload, Caller::host()).await;
         }
         return forward(owner.clone(), payload)
             .await
@@ -213,10 +218,10 @@ async fn route(
                 return forward(holder, payload).await;
             }
         }
-        return local(payload).await;
+        return local(payload, Caller::host()).await;
     }
     if shared != RUN || !link.connected() {
-        return local(payload).await;
+        return local(payload, Caller::host()).await;
     }
     // A one-shot or new kept run: round-robin, passing on at capacity.
     let peers = link.router.peers(link).await;
@@ -225,7 +230,7 @@ async fn route(
     for i in 0..peers.len() {
         let peer = &peers[(start + i) % peers.len()];
         let answer = if peer == me {
-            local.clone()(payload.clone()).await
+            local.clone()(payload.clone(), Caller::host()).await
         } else {
             forward(peer.clone(), payload.clone()).await
         };
@@ -236,7 +241,7 @@ async fn route(
     }
     match last {
         Some(err) => Err(err),
-        None => local(payload).await,
+        None => local(payload, Caller::host()).await,
     }
 }
 

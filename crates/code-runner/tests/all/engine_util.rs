@@ -187,7 +187,7 @@ fn trigger_cli(port: u16, function_id: &str, args: &[&str]) -> Result<Value, Val
 /// A `code-runner serve --engine` process; killed on drop.
 pub struct WorkerProc {
     child: Child,
-    pub data_dir: tempfile::TempDir,
+    _data_dir: tempfile::TempDir,
     pub log: PathBuf,
 }
 
@@ -219,7 +219,7 @@ impl WorkerProc {
             .expect("start code-runner serve --engine");
         WorkerProc {
             child,
-            data_dir,
+            _data_dir: data_dir,
             log,
         }
     }

@@ -6,14 +6,18 @@
 //! Needs python.wasm in its cache: `scripts/fetch-python-wasm`.
 
 mod bad_input;
+mod bridge;
 mod capacity;
 mod cli;
 mod engine_util;
 mod faults;
 mod http;
 mod iii_engine;
+mod info;
 mod keep;
 mod limits;
+mod nesting;
+mod register;
 mod run;
 mod ui;
 mod util;

@@ -1,0 +1,331 @@
+//! Who started which runtime, so guest code cannot hoard capacity.
+//!
+//! Every runtime the worker boots gets a [`RuntimeKey`] and a node here. A
+//! runtime a host call started is a root. A runtime started by guest code
+//! (a nested `code-runner::run` through `iii.trigger`) is a child of the
+//! runtime whose code asked, in the same tree as it. What a tree keeps
+//! beyond its own calls (nested `keep: true` runtimes, namespaces that guest
+//! code registered) is charged to the tree's root and bounded by
+//! [`nested_share`]; nested kept runtimes end with the runtime that started
+//! them (see `lifecycle::retire`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use code_runner_core::{ErrorCode, RunnerError, Runtime};
+
+use crate::bus::Caller;
+
+/// An internal identity of one runtime the worker booted.
+///
+/// Unlike a `runtime_id` it is no capability: it never leaves the process
+/// and a one-shot runtime has one too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RuntimeKey(u64);
+
+/// The part of `max_runtimes` one tree of guest-started runtimes may keep:
+/// an eighth, at least one (4 of the default 32).
+pub fn nested_share(max_runtimes: usize) -> usize {
+    (max_runtimes / 8).max(1)
+}
+
+/// Calls of a runtime's published functions that may wait for it at once
+/// (it runs one turn at a time); one more is `code-runner::capacity`.
+pub const MAX_WAITING_CALLS: usize = 64;
+
+/// What a runtime is for, as far as charging goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lasting {
+    /// It ends with its call (a one-shot run).
+    No,
+    /// It may outlive its call (a `keep: true` run, a namespace runtime):
+    /// when guest code started it, it is charged to the caller's root.
+    Yes,
+}
+
+struct Node {
+    parent: Option<RuntimeKey>,
+    root: RuntimeKey,
+    charged_to: Option<RuntimeKey>,
+    orphaned: bool,
+    runtime: Option<Arc<dyn Runtime>>,
+    calls: Arc<AtomicUsize>,
+}
+
+/// A place in a runtime's call queue; dropping it frees the place.
+pub struct Waiting(Arc<AtomicUsize>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The live runtimes and their ancestry.
+#[derive(Default)]
+pub struct Lineage {
+    next: AtomicU64,
+    nodes: Mutex<HashMap<RuntimeKey, Node>>,
+}
+
+impl Lineage {
+    /// A node for a runtime about to boot on behalf of `caller`.
+    ///
+    /// A host call's runtime is a root. A guest call's is a child of the
+    /// calling runtime; when it may last, it is charged to the caller's root.
+    ///
+    /// # Errors
+    /// `code-runner::expired` when the calling runtime has already ended;
+    /// `code-runner::capacity` when the caller's tree already keeps its
+    /// [`nested_share`] of `max_runtimes`.
+    pub fn begin(
+        &self,
+        caller: &Caller,
+        lasting: Lasting,
+        max_runtimes: usize,
+    ) -> Result<RuntimeKey, RunnerError> {
+        let key = RuntimeKey(self.next.fetch_add(1, Ordering::SeqCst));
+        let mut nodes = self.lock();
+        let node = match &caller.guest {
+            None => Node {
+                parent: None,
+                root: key,
+                charged_to: None,
+                orphaned: false,
+                runtime: None,
+                calls: Arc::default(),
+            },
+            Some(guest) => {
+                if !nodes.contains_key(&guest.runtime) {
+                    return Err(RunnerError::new(
+                        ErrorCode::Expired,
+                        "the runtime whose code made this call has ended",
+                    ));
+                }
+                let charged_to = (lasting == Lasting::Yes).then_some(guest.root);
+                if let Some(root) = charged_to {
+                    let share = nested_share(max_runtimes);
+                    let held = nodes
+                        .values()
+                        .filter(|n| n.charged_to == Some(root))
+                        .count();
+                    if held >= share {
+                        return Err(RunnerError::new(
+                            ErrorCode::Capacity,
+                            format!(
+                                "guest code of one run may keep at most {share} runtimes \
+                                 (an eighth of max_runtimes {max_runtimes}), and this run's already do; \
+                                 tear one down or let the run end"
+                            ),
+                        ));
+                    }
+                }
+                Node {
+                    parent: Some(guest.runtime),
+                    root: guest.root,
+                    charged_to,
+                    orphaned: false,
+                    runtime: None,
+                    calls: Arc::default(),
+                }
+            }
+        };
+        nodes.insert(key, node);
+        Ok(key)
+    }
+
+    /// Like [`Lineage::begin`] for a namespace runtime: its own root (it
+    /// outlives whoever registered first), charged to the caller's root
+    /// when guest code made it.
+    ///
+    /// # Errors
+    /// As [`Lineage::begin`].
+    pub fn begin_namespace(
+        &self,
+        caller: &Caller,
+        max_runtimes: usize,
+    ) -> Result<RuntimeKey, RunnerError> {
+        let key = self.begin(caller, Lasting::Yes, max_runtimes)?;
+        if let Some(node) = self.lock().get_mut(&key) {
+            node.parent = None;
+            node.root = key;
+        }
+        Ok(key)
+    }
+
+    /// Records the booted runtime behind `key`, so functions it publishes can be invoked.
+    pub fn attach(&self, key: RuntimeKey, runtime: Arc<dyn Runtime>) {
+        if let Some(node) = self.lock().get_mut(&key) {
+            node.runtime = Some(runtime);
+        }
+    }
+
+    /// The runtime behind `key`, while it lives.
+    pub fn runtime(&self, key: RuntimeKey) -> Option<Arc<dyn Runtime>> {
+        self.lock().get(&key).and_then(|node| node.runtime.clone())
+    }
+
+    /// A place among the calls waiting for the runtime `key`.
+    ///
+    /// # Errors
+    /// `code-runner::capacity` when [`MAX_WAITING_CALLS`] already wait;
+    /// `None` inside when the runtime is gone.
+    pub fn wait_for(&self, key: RuntimeKey) -> Result<Option<Waiting>, RunnerError> {
+        let Some(calls) = self.lock().get(&key).map(|node| node.calls.clone()) else {
+            return Ok(None);
+        };
+        calls
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < MAX_WAITING_CALLS).then_some(n + 1)
+            })
+            .map_err(|_| {
+                RunnerError::new(
+                    ErrorCode::Capacity,
+                    format!(
+                        "{MAX_WAITING_CALLS} calls already wait for this function's runtime, which runs one at a time; retry later"
+                    ),
+                )
+            })?;
+        Ok(Some(Waiting(calls)))
+    }
+
+    /// The root of `key`'s tree, while it lives.
+    pub fn root(&self, key: RuntimeKey) -> Option<RuntimeKey> {
+        self.lock().get(&key).map(|node| node.root)
+    }
+
+    /// Whether the runtime that started `key` ended while `key` was still
+    /// in its first call (so keeping `key` now would outlive its parent).
+    pub fn is_orphaned(&self, key: RuntimeKey) -> bool {
+        self.lock().get(&key).is_some_and(|node| node.orphaned)
+    }
+
+    /// Ends `key`: forgets it (freeing its charge) and returns its children
+    /// still alive, now orphaned, for the caller to tear down.
+    pub fn end(&self, key: RuntimeKey) -> Vec<RuntimeKey> {
+        let mut nodes = self.lock();
+        nodes.remove(&key);
+        let mut children = Vec::new();
+        for (child, node) in nodes.iter_mut() {
+            if node.parent == Some(key) {
+                node.orphaned = true;
+                children.push(*child);
+            }
+        }
+        children
+    }
+
+    /// Live runtimes charged to `root`.
+    pub fn charged(&self, root: RuntimeKey) -> usize {
+        self.lock()
+            .values()
+            .filter(|n| n.charged_to == Some(root))
+            .count()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RuntimeKey, Node>> {
+        self.nodes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bus::GuestCaller;
+    use std::time::Instant;
+
+    fn guest(lineage: &Lineage, runtime: RuntimeKey) -> Caller {
+        Caller {
+            guest: Some(GuestCaller {
+                runtime,
+                root: lineage.root(runtime).unwrap(),
+                namespace: None,
+                deadline: Instant::now(),
+            }),
+        }
+    }
+
+    /// A tree may keep its share and no more; a one-shot nested run is not
+    /// charged; ending a charged runtime frees its share.
+    #[test]
+    fn nested_keeps_are_bounded_by_the_share() {
+        let lineage = Lineage::default();
+        let root = lineage.begin(&Caller::host(), Lasting::No, 16).unwrap();
+        assert_eq!(nested_share(16), 2);
+        let a = lineage
+            .begin(&guest(&lineage, root), Lasting::Yes, 16)
+            .unwrap();
+        // A grandchild counts against the same root.
+        let b = lineage
+            .begin(&guest(&lineage, a), Lasting::Yes, 16)
+            .unwrap();
+        let err = lineage
+            .begin(&guest(&lineage, root), Lasting::Yes, 16)
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::Capacity);
+        assert!(err.message.contains("at most 2"), "{}", err.message);
+        assert!(lineage.begin(&guest(&lineage, b), Lasting::No, 16).is_ok());
+        lineage.end(b);
+        assert_eq!(lineage.charged(root), 1);
+        assert!(
+            lineage
+                .begin(&guest(&lineage, root), Lasting::Yes, 16)
+                .is_ok()
+        );
+        // Another host call's tree has a share of its own.
+        let other = lineage.begin(&Caller::host(), Lasting::Yes, 16).unwrap();
+        assert!(
+            lineage
+                .begin(&guest(&lineage, other), Lasting::Yes, 16)
+                .is_ok()
+        );
+        assert_eq!(nested_share(1), 1);
+    }
+
+    /// Ending a runtime orphans its live children and names them; a call
+    /// from a runtime that has ended starts nothing.
+    #[test]
+    fn ending_a_parent_orphans_its_children() {
+        let lineage = Lineage::default();
+        let root = lineage.begin(&Caller::host(), Lasting::Yes, 32).unwrap();
+        let caller = guest(&lineage, root);
+        let child = lineage.begin(&caller, Lasting::Yes, 32).unwrap();
+        assert!(!lineage.is_orphaned(child));
+        assert_eq!(lineage.end(root), vec![child]);
+        assert!(lineage.is_orphaned(child));
+        let err = lineage.begin(&caller, Lasting::No, 32).unwrap_err();
+        assert_eq!(err.code, ErrorCode::Expired);
+    }
+
+    /// A namespace runtime started by guest code is charged to the guest's
+    /// tree but is a root of its own, so it outlives the guest's run.
+    #[test]
+    fn namespace_runtimes_are_roots_charged_to_the_guest() {
+        let lineage = Lineage::default();
+        let root = lineage.begin(&Caller::host(), Lasting::No, 32).unwrap();
+        let ns = lineage.begin_namespace(&guest(&lineage, root), 32).unwrap();
+        assert_eq!(lineage.root(ns), Some(ns));
+        assert_eq!(lineage.charged(root), 1);
+        assert!(lineage.end(root).is_empty(), "not a child of the guest");
+        assert_eq!(lineage.root(ns), Some(ns));
+    }
+
+    /// A runtime's call queue is bounded; a left place is free again; a
+    /// gone runtime has no queue.
+    #[test]
+    fn call_queues_are_bounded() {
+        let lineage = Lineage::default();
+        let key = lineage.begin(&Caller::host(), Lasting::Yes, 32).unwrap();
+        let places: Vec<Waiting> = (0..MAX_WAITING_CALLS)
+            .map(|_| lineage.wait_for(key).unwrap().unwrap())
+            .collect();
+        let err = lineage.wait_for(key).err().unwrap();
+        assert_eq!(err.code, ErrorCode::Capacity);
+        assert!(err.message.contains("64 calls"), "{}", err.message);
+        drop(places);
+        assert!(lineage.wait_for(key).unwrap().is_some());
+        lineage.end(key);
+        assert!(lineage.wait_for(key).unwrap().is_none());
+    }
+}

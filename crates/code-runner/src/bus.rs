@@ -131,20 +131,53 @@ impl Function {
 }
 
 /// The registry of bus functions.
-#[derive(Default)]
 pub struct Bus {
     functions: RwLock<BTreeMap<String, Function>>,
+    /// Bumped on every change, so a mirror (the iii engine link) can follow.
+    changes: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Bus {
+    fn default() -> Self {
+        Bus {
+            functions: RwLock::default(),
+            changes: tokio::sync::watch::Sender::new(0),
+        }
+    }
 }
 
 impl Bus {
     /// Registers (or replaces) `id`.
     pub fn register(&self, id: &str, function: Function) {
         self.write().insert(id.to_string(), function);
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Every function, by id: what a mirror registers elsewhere.
+    pub fn snapshot(&self) -> Vec<(String, Function)> {
+        self.read()
+            .iter()
+            .map(|(id, f)| (id.clone(), f.clone()))
+            .collect()
+    }
+
+    /// The function registered under `id`.
+    pub fn get(&self, id: &str) -> Option<Function> {
+        self.read().get(id).cloned()
+    }
+
+    /// A receiver that wakes on every change.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Removes `id`; whether it was there.
     pub fn unregister(&self, id: &str) -> bool {
-        self.write().remove(id).is_some()
+        let removed = self.write().remove(id).is_some();
+        if removed {
+            self.changes.send_modify(|n| *n += 1);
+        }
+        removed
     }
 
     /// Calls `id` with `payload`, as the host.

@@ -11,6 +11,7 @@ use code_runner_core::Config;
 use serde_json::{Map, Value};
 
 use crate::bus::CallError;
+use crate::iii::EngineOptions;
 use crate::worker::{Worker, WorkerOptions};
 
 /// Run untrusted Python (and soon JavaScript) in-process, with hard limits.
@@ -34,6 +35,16 @@ enum Command {
         /// YAML configuration; seeds `<data-dir>/configuration/code-runner.yaml` on first boot only.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Join the iii engine at this WebSocket address (e.g. ws://127.0.0.1:49134):
+        /// every function becomes an engine function. Standalone when absent.
+        #[arg(long, env = "III_URL")]
+        engine: Option<String>,
+        /// This worker's name on the engine; unique per engine (default code-runner-<host>-<pid>).
+        #[arg(long, env = "III_WORKER_NAME")]
+        worker_name: Option<String>,
+        /// With --engine: serve no HTTP API, only the engine.
+        #[arg(long, requires = "engine")]
+        no_http: bool,
     },
     /// Call a function and print its answer as JSON: in-process, or on a server with --url.
     Call {
@@ -45,8 +56,14 @@ enum Command {
         #[arg(long)]
         json: Option<String>,
         /// Base URL of a running server, e.g. http://127.0.0.1:7979.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "engine")]
         url: Option<String>,
+        /// Call through the iii engine at this WebSocket address instead.
+        #[arg(long)]
+        engine: Option<String>,
+        /// With --engine: how long to wait for the answer, in milliseconds.
+        #[arg(long, default_value_t = 60_000)]
+        timeout_ms: u64,
         /// Data directory for an in-process call (default: a temporary one).
         #[arg(long)]
         data_dir: Option<PathBuf>,
@@ -68,19 +85,36 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             listen,
             data_dir,
             config,
-        } => serve(listen, data_dir, config.as_deref()).await,
+            engine,
+            worker_name,
+            no_http,
+        } => {
+            let engine = engine.map(|url| EngineOptions {
+                url,
+                worker_name: worker_name.unwrap_or_else(EngineOptions::default_worker_name),
+            });
+            let listen = (!no_http).then_some(listen);
+            serve(listen, data_dir, config.as_deref(), engine).await
+        }
         Command::Call {
             function_id,
             args,
             json,
             url,
+            engine,
+            timeout_ms,
             data_dir,
             config,
         } => {
             let payload = payload(json.as_deref(), &args)?;
-            let answer = match url {
-                Some(url) => call_remote(&url, &function_id, &payload).await?,
-                None => call_local(&function_id, payload, data_dir, config.as_deref()).await?,
+            let answer = match (url, engine) {
+                (Some(url), _) => call_remote(&url, &function_id, &payload).await?,
+                (None, Some(engine)) => {
+                    call_engine(&engine, &function_id, payload, timeout_ms).await?
+                }
+                (None, None) => {
+                    call_local(&function_id, payload, data_dir, config.as_deref()).await?
+                }
             };
             let (text, code) = match answer {
                 Ok(value) => (value, ExitCode::SUCCESS),
@@ -151,9 +185,10 @@ fn read_config(path: &Path) -> anyhow::Result<Config> {
 }
 
 async fn serve(
-    listen: SocketAddr,
+    listen: Option<SocketAddr>,
     data_dir: PathBuf,
     seed: Option<&Path>,
+    engine: Option<EngineOptions>,
 ) -> anyhow::Result<ExitCode> {
     let config = load_config(&data_dir, seed)?;
     let worker = Worker::start(WorkerOptions {
@@ -163,17 +198,43 @@ async fn serve(
     })
     .await
     .map_err(|err| anyhow::anyhow!(err.message))?;
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    tracing::info!(
-        "code-runner serving on http://{} (open it for the playground; data dir {})",
-        listener.local_addr()?,
-        data_dir.display()
-    );
-    crate::http::serve(listener, worker.clone(), shutdown_signal()).await?;
+    if let Some(engine) = &engine {
+        worker
+            .connect_engine(engine)
+            .map_err(|err| anyhow::anyhow!(err.message))?;
+        tracing::info!(
+            "code-runner joining the iii engine at {} as {}",
+            engine.url,
+            engine.worker_name
+        );
+    }
+    match listen {
+        Some(listen) => {
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .with_context(|| format!("cannot listen on {listen}"))?;
+            tracing::info!(
+                "code-runner serving on http://{} (open it for the playground; data dir {})",
+                listener.local_addr()?,
+                data_dir.display()
+            );
+            crate::http::serve(listener, worker.clone(), shutdown_signal()).await?;
+        }
+        None => shutdown_signal().await,
+    }
     worker.shutdown().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Calls `function_id` through the engine at `url`, as a short-lived worker.
+async fn call_engine(
+    url: &str,
+    function_id: &str,
+    payload: Value,
+    timeout_ms: u64,
+) -> anyhow::Result<Result<Value, CallError>> {
+    let answer = crate::iii::call_once(url, function_id, payload, timeout_ms).await?;
+    Ok(answer)
 }
 
 async fn shutdown_signal() {

@@ -24,6 +24,8 @@ use crate::worker::Inner;
 pub const RUN: &str = "code-runner::run";
 /// The id of the teardown function.
 pub const TEARDOWN: &str = "code-runner::teardown";
+/// The id of the register function.
+pub const REGISTER: &str = "code-runner::register_function";
 
 /// Deserializes a payload; the error names the offending field.
 ///
@@ -123,7 +125,7 @@ pub(crate) async fn run(
         .await;
     let succeeded = matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, .. });
     if request.keep && succeeded {
-        let id = new_runtime_id();
+        let id = new_runtime_id(inner.engine_link.get().map(|link| link.worker_name()));
         let response = settle_response(outcome, caps, elapsed(started), Some(id.clone()));
         inner
             .registry

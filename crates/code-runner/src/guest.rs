@@ -16,6 +16,7 @@ use code_runner_core::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::iii::Delivery;
 use crate::bridge;
 use crate::bus::{Caller, GuestCaller};
 use crate::functions::{RUN, parse};
@@ -163,7 +164,15 @@ async fn trigger(
     let function_id = request.function_id;
     match request.action {
         None => {
-            let call = inner.bus.call_as(&function_id, payload, caller);
+            let call = async {
+                match inner.engine_for(&function_id) {
+                    Some(link) => {
+                        link.trigger(&function_id, payload, budget, Delivery::Call)
+                            .await
+                    }
+                    None => inner.bus.call_as(&function_id, payload, caller).await,
+                }
+            };
             match tokio::time::timeout(budget, call).await {
                 Ok(Ok(value)) => Ok(value),
                 Ok(Err(err)) => Err(BindingError {
@@ -180,6 +189,16 @@ async fn trigger(
             }
         }
         Some(TriggerAction::Void) => {
+            if let Some(link) = inner.engine_for(&function_id) {
+                // The engine's own fire-and-forget: answered at once, no reply.
+                return link
+                    .trigger(&function_id, payload, budget, Delivery::Void)
+                    .await
+                    .map_err(|err| BindingError {
+                        code: Some(err.code),
+                        message: err.message,
+                    });
+            }
             let reserved = in_flight.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < MAX_FIRE_AND_FORGET).then_some(n + 1)
             });

@@ -33,6 +33,7 @@ pub mod functions;
 mod guest;
 pub mod http;
 mod ids;
+pub mod iii;
 mod invoke;
 mod lifecycle;
 pub mod lineage;

@@ -3,7 +3,7 @@
 use std::fs::File;
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use code_runner_core::wire::{
@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::bus::{Bus, CallError, Caller, FUNCTIONS_INFO, Function, Handler};
 use crate::functions::{self, RUN, TEARDOWN};
+use crate::iii::{EngineLink, EngineOptions};
 use crate::lineage::Lineage;
 use crate::ns_runtimes::NamespaceRuntimes;
 use crate::pool::WarmPool;
@@ -49,6 +50,8 @@ pub(crate) struct Inner {
     pub(crate) runtimes_dir: PathBuf,
     python: Result<Arc<dyn Engine>, String>,
     python_pool: Option<Arc<WarmPool>>,
+    /// The iii engine this worker serves, once connected.
+    pub(crate) engine_link: OnceLock<Arc<EngineLink>>,
     _lock: File,
 }
 
@@ -58,6 +61,16 @@ impl Inner {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Where a guest's call of `id` goes: the iii engine for a function this
+    /// worker does not hold (so any worker's function is reachable), else
+    /// this worker's own bus. Our own functions stay local even on an engine:
+    /// the call keeps its guest [`Caller`] (what it starts is charged to the
+    /// calling runtime, and a call back into the same runtime is refused),
+    /// which a hop through the engine would lose.
+    pub(crate) fn engine_for(&self, id: &str) -> Option<&Arc<EngineLink>> {
+        self.engine_link.get().filter(|_| !self.bus.contains(id))
     }
 
     /// The warm pool of `lang`, if it has one.
@@ -132,11 +145,37 @@ impl Worker {
             runtimes_dir,
             python,
             python_pool,
+            engine_link: OnceLock::new(),
             _lock: lock,
         });
         register_functions(&inner);
         tokio::spawn(reap_idle(Arc::downgrade(&inner)));
         Ok(Worker { inner })
+    }
+
+    /// Joins the iii engine at `options.url`: every bus function becomes an
+    /// engine function and guest `iii.trigger` calls go through the engine.
+    /// Returns at once; the connection is made (and remade) in the background.
+    ///
+    /// # Errors
+    /// `code-runner::invalid_request` when this worker is already connected.
+    pub fn connect_engine(&self, options: &EngineOptions) -> Result<Arc<EngineLink>, RunnerError> {
+        if self.inner.engine_link.get().is_some() {
+            return Err(RunnerError::invalid(
+                "this worker is already connected to an engine",
+            ));
+        }
+        let link = EngineLink::connect(&self.inner, options);
+        self.inner
+            .engine_link
+            .set(link.clone())
+            .map_err(|_| RunnerError::invalid("this worker is already connected to an engine"))?;
+        Ok(link)
+    }
+
+    /// The engine link, when connected.
+    pub fn engine(&self) -> Option<&Arc<EngineLink>> {
+        self.inner.engine_link.get()
     }
 
     /// Calls a bus function by id.
@@ -162,6 +201,7 @@ impl Worker {
                 "python": match &self.inner.python { Ok(_) => "ready".to_string(), Err(message) => format!("unavailable: {message}") },
                 "node": "not in this build",
             },
+            "iii": self.inner.engine_link.get().map(|link| json!({"state": link.state(), "worker_name": link.worker_name()})),
         })
     }
 
@@ -175,8 +215,11 @@ impl Worker {
         &self.inner
     }
 
-    /// Closes every kept and namespace runtime.
+    /// Leaves the engine and closes every kept and namespace runtime.
     pub async fn shutdown(&self) {
+        if let Some(link) = self.inner.engine_link.get() {
+            link.shutdown().await;
+        }
         if let Some(pool) = &self.inner.python_pool {
             pool.drain().await;
         }

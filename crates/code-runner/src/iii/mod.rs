@@ -1,0 +1,390 @@
+//! The iii engine connection: code-runner as a worker of an iii engine.
+//!
+//! [`EngineLink::connect`] registers this process with the engine through
+//! `iii-sdk` and keeps the engine's view in step with the embedded bus
+//! ([`mirror`]): every function the bus holds is a function of the engine,
+//! with its description, schemas and metadata, so the console, other workers
+//! and `iii trigger` call it. Guest `iii.trigger` goes the other way, through
+//! [`EngineLink::trigger`], and reaches any worker's function. The SDK
+//! reconnects by itself and replays functions and triggers; what it does not
+//! replay (calls made with `trigger`, such as the configuration entry) runs
+//! again on every return to `Connected` ([`EngineLink::watch`]).
+
+mod mirror;
+mod routing;
+
+pub use routing::{minted_by, scoped_id};
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use iii_sdk::protocol::{RegisterTriggerInput, TriggerRequest};
+use iii_sdk::runtime::{IIIConnectionState, WorkerMetadata};
+use iii_sdk::{IIIClient, InitOptions, TriggerAction};
+use serde_json::Value;
+
+use crate::bus::CallError;
+use crate::worker::Inner;
+
+/// How often the link looks at the connection state (the SDK has no callback).
+const STATE_POLL: Duration = Duration::from_millis(200);
+
+/// How often a worker checks that the shared ids still have an owner.
+const CLAIM_EVERY: Duration = Duration::from_secs(3);
+
+/// How a worker joins an engine.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// The engine's WebSocket address, e.g. `ws://127.0.0.1:49134`.
+    pub url: String,
+    /// This worker's name on the engine: unique per engine namespace (a
+    /// second live worker with the same name is refused by the engine).
+    pub worker_name: String,
+}
+
+impl EngineOptions {
+    /// The default worker name: `<host>-<pid>`, unique per process.
+    pub fn default_worker_name() -> String {
+        let host: String = std::env::var("HOSTNAME")
+            .ok()
+            .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+            .unwrap_or_default()
+            .trim()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .take(40)
+            .collect();
+        let host = if host.is_empty() {
+            "host".to_string()
+        } else {
+            host
+        };
+        format!("{host}-{}", std::process::id())
+    }
+
+    /// Checks the worker name: 1 to 64 of `[A-Za-z0-9_-]`, since it becomes
+    /// part of function ids (`code-runner@<name>::run`) and runtime ids.
+    ///
+    /// # Errors
+    /// `code-runner::invalid_request` naming the rule.
+    pub fn validate(&self) -> Result<(), code_runner_core::RunnerError> {
+        let name = &self.worker_name;
+        let ok = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !ok {
+            return Err(code_runner_core::RunnerError::invalid(format!(
+                "worker name {name:?} must be 1 to 64 of [A-Za-z0-9_-]"
+            )));
+        }
+        if !self.url.starts_with("ws://") && !self.url.starts_with("wss://") {
+            return Err(code_runner_core::RunnerError::invalid(format!(
+                "engine address {:?} must be a ws:// or wss:// URL",
+                self.url
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A live connection to an engine; cheap to share.
+pub struct EngineLink {
+    client: IIIClient,
+    worker_name: String,
+    mirror: mirror::Mirror,
+    router: routing::Router,
+    /// Trigger bindings this worker made (console assets, the prompt hook);
+    /// the SDK replays them after a reconnect, so they are made once.
+    bindings: std::sync::Mutex<Vec<iii_sdk::trigger::Trigger>>,
+}
+
+/// The guest-facing shape of a call through the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Wait for the answer.
+    Call,
+    /// Fire and forget: the engine's void invocation, answered at once with null.
+    Void,
+}
+
+impl EngineLink {
+    /// Registers with the engine at `options.url` (the SDK connects in the
+    /// background and reconnects forever) and starts mirroring the bus.
+    pub(crate) fn connect(inner: &Arc<Inner>, options: &EngineOptions) -> Arc<EngineLink> {
+        let client = iii_sdk::register_worker(
+            &options.url,
+            InitOptions {
+                metadata: Some(WorkerMetadata {
+                    name: options.worker_name.clone(),
+                    description: Some(
+                        "Runs untrusted JavaScript and Python in-process, with hard limits.".into(),
+                    ),
+                    ..WorkerMetadata::default()
+                }),
+                ..Default::default()
+            },
+        );
+        let link = Arc::new(EngineLink {
+            client,
+            worker_name: options.worker_name.clone(),
+            mirror: mirror::Mirror::default(),
+            router: routing::Router::new(),
+            bindings: std::sync::Mutex::default(),
+        });
+        routing::install(inner, &link);
+        link.mirror.sync(&link.client, inner);
+        link.bind(&bindings());
+        tokio::spawn(watch(Arc::downgrade(&link), Arc::downgrade(inner)));
+        link
+    }
+
+    /// This worker's name on the engine.
+    pub fn worker_name(&self) -> &str {
+        &self.worker_name
+    }
+
+    /// Whether the engine is reachable right now.
+    pub fn connected(&self) -> bool {
+        self.client.get_connection_state() == IIIConnectionState::Connected
+    }
+
+    /// The connection state, for `/healthz`.
+    pub fn state(&self) -> &'static str {
+        match self.client.get_connection_state() {
+            IIIConnectionState::Connected => "connected",
+            IIIConnectionState::Connecting => "connecting",
+            IIIConnectionState::Reconnecting => "reconnecting",
+            IIIConnectionState::Disconnected => "disconnected",
+            IIIConnectionState::Failed => "failed",
+        }
+    }
+
+    /// Makes trigger bindings; a refused one is logged and skipped.
+    fn bind(&self, inputs: &[RegisterTriggerInput]) {
+        let mut held = self.bindings.lock().unwrap_or_else(|p| p.into_inner());
+        for input in inputs {
+            match self.client.register_trigger(input.clone()) {
+                Ok(trigger) => held.push(trigger),
+                Err(err) => tracing::warn!(
+                    trigger_type = %input.trigger_type,
+                    function = %input.function_id,
+                    "cannot bind a trigger on the engine: {err}"
+                ),
+            }
+        }
+    }
+
+    /// Calls `function_id` through the engine within `timeout`.
+    ///
+    /// # Errors
+    /// The callee's error with its code intact; `code-runner::timeout` when
+    /// no answer came in time; `code-runner::engine` when the engine is
+    /// unreachable.
+    pub async fn trigger(
+        &self,
+        function_id: &str,
+        payload: Value,
+        timeout: Duration,
+        delivery: Delivery,
+    ) -> Result<Value, CallError> {
+        let request = TriggerRequest {
+            function_id: function_id.to_string(),
+            payload,
+            action: (delivery == Delivery::Void).then_some(TriggerAction::Void),
+            timeout_ms: Some(
+                u64::try_from(timeout.as_millis())
+                    .unwrap_or(u64::MAX)
+                    .max(1),
+            ),
+        };
+        self.client
+            .trigger(request)
+            .await
+            .map_err(|err| from_sdk(function_id, timeout, err))
+    }
+
+    /// Unregisters everything and stops the connection.
+    pub async fn shutdown(&self) {
+        for trigger in self
+            .bindings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            trigger.unregister();
+        }
+        self.mirror.clear();
+        self.client.shutdown_async().await;
+    }
+}
+
+/// The bindings every worker makes: its console assets to the console's
+/// `console:script`/`console:style` slots, and the guidance hook to the
+/// harness's `pre-generate` point (fail-open: a slow or absent code-runner
+/// never fails an agent turn). Both wait, parked by the engine, until a
+/// console or a harness joins.
+fn bindings() -> Vec<RegisterTriggerInput> {
+    let mut inputs: Vec<RegisterTriggerInput> = crate::ui::console_assets()
+        .filter_map(|asset| {
+            Some(RegisterTriggerInput::new(
+                asset.trigger_type?,
+                crate::ui::UI_CONTENT,
+                serde_json::json!({ "path": asset.path }),
+            ))
+        })
+        .collect();
+    inputs.push(RegisterTriggerInput::new(
+        PRE_GENERATE,
+        INJECT_GUIDANCE,
+        serde_json::json!({ "priority": 100, "timeout_ms": 2000, "on_error": "fail_open" }),
+    ));
+    inputs
+}
+
+/// The harness hook point our guidance binds to (the shipped harness's spelling).
+pub const PRE_GENERATE: &str = "harness::hook::pre-generate";
+/// The guidance hook function.
+pub const INJECT_GUIDANCE: &str = "code-runner::inject-guidance";
+
+/// Follows bus changes and connection-state transitions until the worker or
+/// the link is gone.
+async fn watch(link: Weak<EngineLink>, inner: Weak<Inner>) {
+    let Some(mut changes) = inner.upgrade().map(|inner| inner.bus.subscribe()) else {
+        return;
+    };
+    let mut was_connected = false;
+    let mut last_claim = std::time::Instant::now();
+    loop {
+        tokio::select! {
+            changed = changes.changed() => {
+                if changed.is_err() { return; }
+                let (Some(link), Some(inner)) = (link.upgrade(), inner.upgrade()) else { return };
+                link.mirror.sync(&link.client, &inner);
+            }
+            () = tokio::time::sleep(STATE_POLL) => {
+                let Some(link) = link.upgrade() else { return };
+                let connected = link.connected();
+                if connected && !was_connected {
+                    tracing::info!(worker = %link.worker_name, "connected to the iii engine");
+                } else if !connected && was_connected {
+                    tracing::warn!(worker = %link.worker_name, state = link.state(), "lost the iii engine; reconnecting");
+                }
+                was_connected = connected;
+                if connected && last_claim.elapsed() >= CLAIM_EVERY {
+                    last_claim = std::time::Instant::now();
+                    if let Some(inner) = inner.upgrade() {
+                        claim_shared(&link, &inner).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Registers the shared ids again where the engine shows no owner: the
+/// front that held them left, and the engine does not hand them on.
+async fn claim_shared(link: &Arc<EngineLink>, inner: &Arc<Inner>) {
+    for id in routing::SHARED {
+        let info = link
+            .trigger(
+                "engine::functions::info",
+                serde_json::json!({ "function_id": id }),
+                Duration::from_secs(5),
+                Delivery::Call,
+            )
+            .await;
+        let unowned = match &info {
+            Err(err) => {
+                err.code.eq_ignore_ascii_case("function_not_found")
+                    || err.code.eq_ignore_ascii_case("not_found")
+            }
+            Ok(value) => value.is_null(),
+        };
+        if unowned && inner.bus.contains(id) {
+            tracing::info!(function = %id, worker = %link.worker_name, "claiming a shared function left without an owner");
+            link.mirror.reclaim(&link.client, inner, id);
+        }
+    }
+}
+
+/// An SDK error as a bus error, with the callee's code kept.
+fn from_sdk(function_id: &str, timeout: Duration, err: iii_sdk::Error) -> CallError {
+    use code_runner_core::ErrorCode;
+    match err {
+        iii_sdk::Error::Remote { code, message, .. } => CallError { code, message },
+        iii_sdk::Error::Timeout => CallError {
+            code: ErrorCode::Timeout.as_str().into(),
+            message: format!(
+                "{function_id} got no answer through the iii engine within {} ms",
+                timeout.as_millis()
+            ),
+        },
+        iii_sdk::Error::NotConnected => CallError {
+            code: ErrorCode::Engine.as_str().into(),
+            message: format!("cannot call {function_id}: the iii engine is not connected"),
+        },
+        other => CallError {
+            code: ErrorCode::Engine.as_str().into(),
+            message: format!("calling {function_id} through the iii engine failed: {other}"),
+        },
+    }
+}
+
+/// One call through the engine at `url` from a short-lived connection, as
+/// `code-runner call --engine` makes it.
+///
+/// # Errors
+/// The engine is unreachable within `timeout_ms`; a function's own error is
+/// the inner `Err`.
+pub async fn call_once(
+    url: &str,
+    function_id: &str,
+    payload: Value,
+    timeout_ms: u64,
+) -> anyhow::Result<Result<Value, CallError>> {
+    let client = iii_sdk::register_worker(
+        url,
+        InitOptions {
+            metadata: Some(WorkerMetadata {
+                name: format!("code-runner-call-{}", std::process::id()),
+                ..WorkerMetadata::default()
+            }),
+            ..Default::default()
+        },
+    );
+    let timeout = Duration::from_millis(timeout_ms.max(1));
+    let deadline = tokio::time::Instant::now() + timeout;
+    while client.get_connection_state() != IIIConnectionState::Connected {
+        if tokio::time::Instant::now() >= deadline || client.fatal_error().is_some() {
+            client.shutdown_async().await;
+            anyhow::bail!(
+                "cannot reach the iii engine at {url} within {timeout_ms} ms ({})",
+                client
+                    .fatal_error()
+                    .map_or_else(|| "no connection".to_string(), |e| e.to_string())
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let request = TriggerRequest {
+        function_id: function_id.to_string(),
+        payload,
+        action: None,
+        timeout_ms: Some(u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1)),
+    };
+    let answer = client
+        .trigger(request)
+        .await
+        .map_err(|err| from_sdk(function_id, left, err));
+    client.shutdown_async().await;
+    Ok(answer)
+}

@@ -116,38 +116,33 @@ pub fn payload(json: Option<&str>, args: &[String]) -> anyhow::Result<Value> {
     Ok(Value::Object(map))
 }
 
-/// Reads the configuration in force for a data directory: the persisted copy
-/// if there is one, else `--config` (which is then persisted), else defaults.
+/// The seed for a data directory's first boot: `--config` (validated), else
+/// the defaults. A data directory that already holds a configuration keeps
+/// it, so `--config` is then not read at all.
 ///
 /// # Errors
-/// An unreadable or invalid file, naming it and the offending key.
-pub fn load_config(data_dir: &Path, seed: Option<&Path>) -> anyhow::Result<Config> {
-    let persisted = data_dir.join("configuration").join("code-runner.yaml");
-    if persisted.exists() {
-        if let Some(seed) = seed {
+/// An unreadable or invalid `--config`, naming it and the offending key.
+pub fn seed_config(data_dir: &Path, seed: Option<&Path>) -> anyhow::Result<Config> {
+    let persisted = crate::settings::persisted_path(data_dir);
+    match seed {
+        Some(seed) if persisted.exists() => {
             tracing::info!(
                 "using the persisted configuration {} (--config {} seeds the first boot only)",
                 persisted.display(),
                 seed.display()
             );
+            Ok(Config::default())
         }
-        return read_config(&persisted);
+        Some(seed) => read_config(seed),
+        None => Ok(Config::default()),
     }
-    let Some(seed) = seed else {
-        return Ok(Config::default());
-    };
-    let config = read_config(seed)?;
-    std::fs::create_dir_all(persisted.parent().unwrap_or(data_dir))?;
-    let tmp = persisted.with_extension("yaml.tmp");
-    std::fs::write(&tmp, std::fs::read(seed)?)?;
-    std::fs::rename(&tmp, &persisted)?;
-    Ok(config)
 }
 
 fn read_config(path: &Path) -> anyhow::Result<Config> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    Config::from_yaml(&text).map_err(|err| anyhow::anyhow!("{}: {}", path.display(), err.message))
+    crate::settings::parse_yaml(&text)
+        .map_err(|err| anyhow::anyhow!("{}: {}", path.display(), err.message))
 }
 
 async fn serve(
@@ -155,7 +150,7 @@ async fn serve(
     data_dir: PathBuf,
     seed: Option<&Path>,
 ) -> anyhow::Result<ExitCode> {
-    let config = load_config(&data_dir, seed)?;
+    let config = seed_config(&data_dir, seed)?;
     let worker = Worker::start(WorkerOptions {
         data_dir: data_dir.clone(),
         config,
@@ -210,13 +205,9 @@ async fn call_local(
             (temp.path().to_path_buf(), Some(temp))
         }
     };
-    let mut config = match config {
-        Some(path) => read_config(path)?,
-        None => Config::default(),
-    };
+    let config = seed_config(&data_dir, config)?;
     // One call: interpreters booted ahead of time would only be thrown away.
-    config.warm_pool = 0;
-    let worker = Worker::start(WorkerOptions {
+    let worker = Worker::start_for_one_call(WorkerOptions {
         data_dir,
         config,
         python_wasm: None,
@@ -285,24 +276,24 @@ mod tests {
         assert!(super::payload(Some("[1]"), &[]).is_err());
     }
 
-    /// `--config` seeds the persisted copy once; later boots read the persisted copy.
+    /// `--config` is read (and refused by key) only while nothing is persisted.
     #[test]
-    fn config_seeds_first_boot_only() {
+    fn config_is_read_only_for_a_first_boot() {
         let dir = tempfile::tempdir().unwrap();
         let seed = dir.path().join("seed.yaml");
         std::fs::write(&seed, "max_runtimes: 3\n").unwrap();
         let data = dir.path().join("data");
-        assert_eq!(load_config(&data, Some(&seed)).unwrap().max_runtimes, 3);
-        std::fs::write(&seed, "max_runtimes: 9\n").unwrap();
-        assert_eq!(load_config(&data, Some(&seed)).unwrap().max_runtimes, 3);
-        assert_eq!(load_config(&data, None).unwrap().max_runtimes, 3);
+        assert_eq!(seed_config(&data, Some(&seed)).unwrap().max_runtimes, 3);
         std::fs::write(&seed, "max_runtime: 9\n").unwrap();
-        let fresh = dir.path().join("fresh");
         assert!(
-            load_config(&fresh, Some(&seed))
+            seed_config(&data, Some(&seed))
                 .unwrap_err()
                 .to_string()
                 .contains("max_runtime")
         );
+        let persisted = crate::settings::persisted_path(&data);
+        std::fs::create_dir_all(persisted.parent().unwrap()).unwrap();
+        std::fs::write(&persisted, "max_runtimes: 4\n").unwrap();
+        assert!(seed_config(&data, Some(&seed)).is_ok());
     }
 }

@@ -2,6 +2,8 @@
 //!
 //! - [`Worker`]: configuration, engines, the runtime [`registry`] and the [`bus`].
 //! - [`functions`]: `code-runner::run`, `code-runner::teardown`, and the guest's `iii`.
+//! - [`configuration`]: `configuration::get`/`set` and `code-runner::on-config-change`
+//!   over the live settings (the store, the file watch, the reload tiers).
 //! - [`http`]: the HTTP API; [`cli`]: `serve`, `call` and `bench` ([`bench`]).
 //!
 //! ```no_run
@@ -24,11 +26,13 @@
 pub mod bench;
 pub mod bus;
 pub mod cli;
+pub mod configuration;
 pub mod functions;
 pub mod http;
 mod ids;
 pub mod pool;
 pub mod registry;
+mod settings;
 mod worker;
 
 pub use bus::CallError;

@@ -8,6 +8,7 @@
 mod bad_input;
 mod capacity;
 mod cli;
+mod config;
 mod faults;
 mod http;
 mod keep;

@@ -3,7 +3,8 @@
 //! - [`Worker`]: configuration, engines, the runtime [`registry`] and the [`bus`].
 //! - [`functions`]: `code-runner::run`, `code-runner::teardown`, and the guest's `iii`.
 //! - [`configuration`]: `configuration::get`/`set` and `code-runner::on-config-change`
-//!   over the live settings (the store, the file watch, the reload tiers).
+//!   over the live settings (the store, the file watch, the reload tiers);
+//!   [`guidance`]: the `code-runner::inject-guidance` hook.
 //! - [`http`]: the HTTP API; [`cli`]: `serve`, `call` and `bench` ([`bench`]).
 //!
 //! ```no_run
@@ -28,6 +29,7 @@ pub mod bus;
 pub mod cli;
 pub mod configuration;
 pub mod functions;
+pub mod guidance;
 pub mod http;
 mod ids;
 pub mod pool;

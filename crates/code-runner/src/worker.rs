@@ -220,6 +220,7 @@ fn register_functions(inner: &Arc<Inner>) {
         }),
     ));
     crate::configuration::register(inner);
+    crate::guidance::register(inner);
 }
 
 /// A bus handler over the worker that holds it only weakly, so the bus

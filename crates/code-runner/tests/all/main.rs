@@ -10,6 +10,7 @@ mod capacity;
 mod cli;
 mod config;
 mod faults;
+mod guidance;
 mod http;
 mod keep;
 mod limits;

@@ -105,10 +105,6 @@ impl ConfigFile {
 }
 
 impl ConfigStore for ConfigFile {
-    fn describe(&self) -> String {
-        self.path.display().to_string()
-    }
-
     fn load(&self) -> BoxFuture<'_, Result<Config, RunnerError>> {
         let file = self.clone();
         Box::pin(async move {

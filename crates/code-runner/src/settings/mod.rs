@@ -27,9 +27,7 @@ pub(crate) use watch::ConfigWatch;
 
 /// Where the authoritative configuration lives.
 pub(crate) trait ConfigStore: Send + Sync {
-    /// Names the store in log lines (a path, or the engine's worker).
-    fn describe(&self) -> String;
-    /// The authoritative value now, validated.
+    /// The authoritative value now, validated; an error names its source and the key.
     fn load(&self) -> BoxFuture<'_, Result<Config, RunnerError>>;
     /// Replaces the authoritative value; a failure leaves the old one intact.
     fn save<'a>(&'a self, config: &'a Config) -> BoxFuture<'a, Result<(), RunnerError>>;
@@ -119,9 +117,9 @@ impl Settings {
         match self.store.load().await {
             Ok(config) => Ok(self.apply(config)),
             Err(err) => {
+                // The store's message names its source (the file) and the key.
                 tracing::warn!(
-                    "configuration in {} ignored: {}; the running configuration stays",
-                    self.store.describe(),
+                    "configuration change ignored: {}; the running configuration stays",
                     err.message
                 );
                 self.write(|state| state.last_rejected = Some(err.message.clone()));
@@ -193,9 +191,6 @@ mod tests {
     struct Memory(Mutex<Result<Config, RunnerError>>);
 
     impl ConfigStore for Memory {
-        fn describe(&self) -> String {
-            "memory".into()
-        }
         fn load(&self) -> BoxFuture<'_, Result<Config, RunnerError>> {
             let value = self.0.lock().unwrap().clone();
             Box::pin(async move { value })

@@ -41,7 +41,7 @@ async fn set_keys(server: &Server, changes: Value) -> Answer {
         .await
 }
 
-/// Polls `GET url` + `path` until `check` holds; panics after `limit`.
+/// Polls `/healthz` and the stored value (as `{health, value}`) until `check` holds; panics after `limit`.
 async fn poll(server: &Server, what: &str, limit: Duration, check: impl Fn(&Value) -> bool) {
     let started = Instant::now();
     loop {

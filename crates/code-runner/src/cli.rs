@@ -116,33 +116,36 @@ pub fn payload(json: Option<&str>, args: &[String]) -> anyhow::Result<Value> {
     Ok(Value::Object(map))
 }
 
-/// The seed for a data directory's first boot: `--config` (validated), else
-/// the defaults. A data directory that already holds a configuration keeps
-/// it, so `--config` is then not read at all.
+/// The seed for a data directory's first boot: `--config` (validated, and
+/// persisted as written, comments and all), else the defaults. A data
+/// directory that already holds a configuration keeps it, so `--config` is
+/// then not read at all.
 ///
 /// # Errors
-/// An unreadable or invalid `--config`, naming it and the offending key.
+/// An unreadable or invalid `--config`, naming it and the offending key, or
+/// a configuration directory that cannot be written.
 pub fn seed_config(data_dir: &Path, seed: Option<&Path>) -> anyhow::Result<Config> {
-    let persisted = crate::settings::persisted_path(data_dir);
+    let file = crate::settings::ConfigFile::in_data_dir(data_dir);
     match seed {
-        Some(seed) if persisted.exists() => {
+        Some(seed) if file.path().exists() => {
             tracing::info!(
                 "using the persisted configuration {} (--config {} seeds the first boot only)",
-                persisted.display(),
+                file.path().display(),
                 seed.display()
             );
             Ok(Config::default())
         }
-        Some(seed) => read_config(seed),
+        Some(seed) => {
+            let text = std::fs::read_to_string(seed)
+                .with_context(|| format!("cannot read {}", seed.display()))?;
+            let config = crate::settings::parse_yaml(&text)
+                .map_err(|err| anyhow::anyhow!("{}: {}", seed.display(), err.message))?;
+            file.write_text(&text)
+                .map_err(|err| anyhow::anyhow!(err.message))?;
+            Ok(config)
+        }
         None => Ok(Config::default()),
     }
-}
-
-fn read_config(path: &Path) -> anyhow::Result<Config> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    crate::settings::parse_yaml(&text)
-        .map_err(|err| anyhow::anyhow!("{}: {}", path.display(), err.message))
 }
 
 async fn serve(
@@ -281,19 +284,25 @@ mod tests {
     fn config_is_read_only_for_a_first_boot() {
         let dir = tempfile::tempdir().unwrap();
         let seed = dir.path().join("seed.yaml");
-        std::fs::write(&seed, "max_runtimes: 3\n").unwrap();
         let data = dir.path().join("data");
-        assert_eq!(seed_config(&data, Some(&seed)).unwrap().max_runtimes, 3);
+        let persisted = crate::settings::ConfigFile::in_data_dir(&data)
+            .path()
+            .to_path_buf();
+        std::fs::write(&seed, "max_runtime: 9\n").unwrap();
+        let refused = seed_config(&data, Some(&seed)).unwrap_err().to_string();
+        assert!(refused.contains("max_runtime"), "{refused}");
+        assert!(!persisted.exists(), "an invalid seed is not persisted");
+
+        std::fs::write(&seed, "# mine\nmax_runtimes: 4\n").unwrap();
+        assert_eq!(seed_config(&data, Some(&seed)).unwrap().max_runtimes, 4);
+        let kept = std::fs::read_to_string(&persisted).unwrap();
+        assert_eq!(kept, "# mine\nmax_runtimes: 4\n", "persisted as written");
+
         std::fs::write(&seed, "max_runtime: 9\n").unwrap();
         assert!(
-            seed_config(&data, Some(&seed))
-                .unwrap_err()
-                .to_string()
-                .contains("max_runtime")
+            seed_config(&data, Some(&seed)).is_ok(),
+            "not read once persisted"
         );
-        let persisted = crate::settings::persisted_path(&data);
-        std::fs::create_dir_all(persisted.parent().unwrap()).unwrap();
-        std::fs::write(&persisted, "max_runtimes: 4\n").unwrap();
-        assert!(seed_config(&data, Some(&seed)).is_ok());
+        assert_eq!(std::fs::read_to_string(&persisted).unwrap(), kept);
     }
 }

@@ -80,20 +80,28 @@ impl ConfigFile {
     /// # Errors
     /// `code-runner::engine` naming the path; the old file is then intact.
     pub fn write(&self, config: &Config) -> Result<(), RunnerError> {
+        let yaml = serde_yaml_ng::to_string(config).map_err(|err| {
+            RunnerError::engine(format!("cannot serialise the configuration: {err}"))
+        })?;
+        self.write_text(&format!("{HEADER}{yaml}"))
+    }
+
+    /// Replaces the file with `text` (already validated), atomically and
+    /// durably: a seed file is kept as written, comments and all.
+    ///
+    /// # Errors
+    /// `code-runner::engine` naming the path; the old file is then intact.
+    pub fn write_text(&self, text: &str) -> Result<(), RunnerError> {
         let failed = |err: std::io::Error| {
             RunnerError::engine(format!("cannot write {}: {err}", self.path.display()))
         };
         let dir = self.path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(failed)?;
-        let yaml = serde_yaml_ng::to_string(config).map_err(|err| {
-            RunnerError::engine(format!("cannot serialise the configuration: {err}"))
-        })?;
         let mut temp = tempfile::Builder::new()
             .prefix(".code-runner.yaml.")
             .tempfile_in(dir)
             .map_err(failed)?;
-        temp.write_all(HEADER.as_bytes()).map_err(failed)?;
-        temp.write_all(yaml.as_bytes()).map_err(failed)?;
+        temp.write_all(text.as_bytes()).map_err(failed)?;
         temp.as_file().sync_all().map_err(failed)?;
         temp.persist(&self.path).map_err(|err| failed(err.error))?;
         // The rename is durable once the directory entry is.

@@ -21,7 +21,7 @@ use code_runner_core::{BoxFuture, Config, NEXT_CALL_KEYS, RunnerError};
 use serde::Serialize;
 use serde_json::Value;
 
-pub(crate) use file::{ConfigFile, persisted_path};
+pub(crate) use file::ConfigFile;
 pub(crate) use validate::{parse_value, parse_yaml};
 pub(crate) use watch::ConfigWatch;
 

@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::caps::OutputCaps;
 use crate::error::RunnerError;
@@ -37,41 +39,65 @@ pub const DEFAULT_WARM_POOL: usize = 2;
 /// The least linear memory CPython 3.12 boots in (its heap and stdlib imports need ~30 MiB).
 pub const MIN_MEMORY_MB: u64 = 40;
 
+/// The keys that apply to the very next call when the configuration changes.
+///
+/// Every other key is captured when the engines boot and cannot be rebound
+/// under live runtimes: a change to one is saved at once and applies at the
+/// next start.
+pub const NEXT_CALL_KEYS: [&str; 5] = [
+    "max_result_bytes",
+    "max_stream_bytes",
+    "default_timeout_ms",
+    "max_timeout_ms",
+    "inject_guidance",
+];
+
 /// The worker's configuration, read from YAML or JSON; every key is optional.
 ///
 /// Unknown keys are refused by name. `0` disables `max_result_bytes` and
-/// `max_stream_bytes`; [`Config::output_caps`] turns that into `None`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// `max_stream_bytes`; [`Config::output_caps`] turns that into `None`. The
+/// keys in [`NEXT_CALL_KEYS`] apply to the next call when changed; the others
+/// at the next start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
+#[schemars(
+    title = "CodeRunnerConfig",
+    description = "code-runner's configuration. Output caps, timeouts and inject_guidance apply to the next call; every other key when the worker next starts. 0 disables max_result_bytes, max_stream_bytes and scratch_mb."
+)]
 pub struct Config {
-    /// Live runtimes across both engines (default 32).
+    /// Live runtimes across both engines (default 32). Applies at the next start.
+    #[schemars(range(min = 1))]
     pub max_runtimes: usize,
-    /// Per run when unspecified (default 5000).
+    /// Per run when unspecified, in ms (default 5000). Applies to the next call.
+    #[schemars(range(min = 1))]
     pub default_timeout_ms: u64,
-    /// Ceiling a request's `timeout_ms` is clamped to (default 30000).
+    /// Ceiling a request's `timeout_ms` is clamped to (default 30000). Applies to the next call.
+    #[schemars(range(min = 1))]
     pub max_timeout_ms: u64,
-    /// Reap runtimes idle this long (default 900).
+    /// Reap kept runtimes idle this long, in seconds (default 900). Applies at the next start.
+    #[schemars(range(min = 1))]
     pub idle_ttl_secs: u64,
-    /// V8 object-heap cap per node runtime (default 128).
+    /// V8 object-heap cap per node runtime, in MiB (default 128). Applies at the next start.
     pub heap_mb: u64,
-    /// Off-heap cap per node runtime (default 64).
+    /// Off-heap cap per node runtime, in MiB (default 64). Applies at the next start.
     pub external_mb: u64,
-    /// `iii.files` quota per node runtime; 0 disables it (default 8).
+    /// `iii.files` quota per node runtime, in MiB; 0 disables it (default 8). Applies at the next start.
     pub scratch_mb: u64,
-    /// Max files per node runtime (default 64).
+    /// Max files per node runtime (default 64). Applies at the next start.
     pub scratch_files: u64,
-    /// Where node scratch directories live (default: the data directory).
+    /// Where node scratch directories live (default: the data directory). Applies at the next start.
     pub scratch_root: Option<PathBuf>,
-    /// Append the usage guidance to agent system prompts (default true).
+    /// Append the usage guidance to agent system prompts (default true). Applies to the next call.
     pub inject_guidance: bool,
-    /// Ceiling on the serialized result; 0 disables it (default 32768).
+    /// Ceiling on the serialized result, in bytes; 0 disables it (default 32768). Applies to the next call.
     pub max_result_bytes: u64,
-    /// Ceiling on each of stdout/stderr; 0 disables it (default 16384).
+    /// Ceiling on each of stdout/stderr, in bytes; 0 disables it (default 16384). Applies to the next call.
     pub max_stream_bytes: u64,
-    /// Ceiling on a python request's `memory_mb` (default 512).
+    /// Ceiling on a python request's `memory_mb` (default 512, at least 40). Applies at the next start.
+    #[schemars(range(min = MIN_MEMORY_MB))]
     pub max_memory_mb: u64,
     /// Interpreters kept booted for one-shot runs at the default memory (default 2; 0 disables).
-    /// They hold no `max_runtimes` slot until a run takes one.
+    /// They hold no `max_runtimes` slot until a run takes one. Applies at the next start.
     pub warm_pool: usize,
 }
 
@@ -148,6 +174,35 @@ impl Config {
         };
         config.validate()?;
         Ok(config)
+    }
+
+    /// The keys whose values differ between `self` and `other`, in table order.
+    pub fn changed_keys(&self, other: &Config) -> Vec<String> {
+        let (ours, theirs) = (self.to_map(), other.to_map());
+        ours.iter()
+            .filter(|(key, value)| theirs.get(key.as_str()) != Some(value))
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
+    /// `self` with the [`NEXT_CALL_KEYS`] taken from `newer`: what is in
+    /// force when `self` was captured at boot and `newer` is the stored value.
+    pub fn with_next_call_keys_from(&self, newer: &Config) -> Config {
+        Config {
+            max_result_bytes: newer.max_result_bytes,
+            max_stream_bytes: newer.max_stream_bytes,
+            default_timeout_ms: newer.default_timeout_ms,
+            max_timeout_ms: newer.max_timeout_ms,
+            inject_guidance: newer.inject_guidance,
+            ..self.clone()
+        }
+    }
+
+    fn to_map(&self) -> serde_json::Map<String, Value> {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        }
     }
 
     /// The output caps, with the contract's "0 disables" turned into `None`.
@@ -259,6 +314,48 @@ mod tests {
                 .message
                 .contains("40..=512")
         );
+    }
+
+    /// The tiers: only the next-call keys move; the rest keep their boot value.
+    #[test]
+    fn next_call_keys_move_and_the_rest_stay() {
+        let boot = Config::default();
+        let stored = Config {
+            max_stream_bytes: 100,
+            max_result_bytes: 7,
+            default_timeout_ms: 10,
+            max_timeout_ms: 20,
+            inject_guidance: false,
+            max_runtimes: 3,
+            warm_pool: 0,
+            ..Config::default()
+        };
+        let in_force = boot.with_next_call_keys_from(&stored);
+        assert_eq!(
+            boot.changed_keys(&in_force),
+            [
+                "default_timeout_ms",
+                "max_timeout_ms",
+                "inject_guidance",
+                "max_result_bytes",
+                "max_stream_bytes"
+            ]
+        );
+        assert_eq!(in_force.max_runtimes, 32);
+        assert_eq!(in_force.warm_pool, 2);
+        assert_eq!(
+            in_force.changed_keys(&stored),
+            ["max_runtimes", "warm_pool"]
+        );
+    }
+
+    /// Every next-call key is a real key, so a rename cannot silently drop a tier.
+    #[test]
+    fn next_call_keys_are_config_keys() {
+        let keys = Config::default().to_map();
+        for key in NEXT_CALL_KEYS {
+            assert!(keys.contains_key(key), "{key} is not a config key");
+        }
     }
 
     /// Relations between keys are checked once, at load.

@@ -150,38 +150,36 @@ pub fn payload(json: Option<&str>, args: &[String]) -> anyhow::Result<Value> {
     Ok(Value::Object(map))
 }
 
-/// Reads the configuration in force for a data directory: the persisted copy
-/// if there is one, else `--config` (which is then persisted), else defaults.
+/// The seed for a data directory's first boot: `--config` (validated, and
+/// persisted as written, comments and all), else the defaults. A data
+/// directory that already holds a configuration keeps it, so `--config` is
+/// then not read at all.
 ///
 /// # Errors
-/// An unreadable or invalid file, naming it and the offending key.
-pub fn load_config(data_dir: &Path, seed: Option<&Path>) -> anyhow::Result<Config> {
-    let persisted = data_dir.join("configuration").join("code-runner.yaml");
-    if persisted.exists() {
-        if let Some(seed) = seed {
+/// An unreadable or invalid `--config`, naming it and the offending key, or
+/// a configuration directory that cannot be written.
+pub fn seed_config(data_dir: &Path, seed: Option<&Path>) -> anyhow::Result<Config> {
+    let file = crate::settings::ConfigFile::in_data_dir(data_dir);
+    match seed {
+        Some(seed) if file.path().exists() => {
             tracing::info!(
                 "using the persisted configuration {} (--config {} seeds the first boot only)",
-                persisted.display(),
+                file.path().display(),
                 seed.display()
             );
+            Ok(Config::default())
         }
-        return read_config(&persisted);
+        Some(seed) => {
+            let text = std::fs::read_to_string(seed)
+                .with_context(|| format!("cannot read {}", seed.display()))?;
+            let config = crate::settings::parse_yaml(&text)
+                .map_err(|err| anyhow::anyhow!("{}: {}", seed.display(), err.message))?;
+            file.write_text(&text)
+                .map_err(|err| anyhow::anyhow!(err.message))?;
+            Ok(config)
+        }
+        None => Ok(Config::default()),
     }
-    let Some(seed) = seed else {
-        return Ok(Config::default());
-    };
-    let config = read_config(seed)?;
-    std::fs::create_dir_all(persisted.parent().unwrap_or(data_dir))?;
-    let tmp = persisted.with_extension("yaml.tmp");
-    std::fs::write(&tmp, std::fs::read(seed)?)?;
-    std::fs::rename(&tmp, &persisted)?;
-    Ok(config)
-}
-
-fn read_config(path: &Path) -> anyhow::Result<Config> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    Config::from_yaml(&text).map_err(|err| anyhow::anyhow!("{}: {}", path.display(), err.message))
 }
 
 async fn serve(
@@ -190,7 +188,7 @@ async fn serve(
     seed: Option<&Path>,
     engine: Option<EngineOptions>,
 ) -> anyhow::Result<ExitCode> {
-    let config = load_config(&data_dir, seed)?;
+    let config = seed_config(&data_dir, seed)?;
     let worker = Worker::start(WorkerOptions {
         data_dir: data_dir.clone(),
         config,
@@ -271,13 +269,9 @@ async fn call_local(
             (temp.path().to_path_buf(), Some(temp))
         }
     };
-    let mut config = match config {
-        Some(path) => read_config(path)?,
-        None => Config::default(),
-    };
+    let config = seed_config(&data_dir, config)?;
     // One call: interpreters booted ahead of time would only be thrown away.
-    config.warm_pool = 0;
-    let worker = Worker::start(WorkerOptions {
+    let worker = Worker::start_for_one_call(WorkerOptions {
         data_dir,
         config,
         python_wasm: None,
@@ -346,24 +340,30 @@ mod tests {
         assert!(super::payload(Some("[1]"), &[]).is_err());
     }
 
-    /// `--config` seeds the persisted copy once; later boots read the persisted copy.
+    /// `--config` is read (and refused by key) only while nothing is persisted.
     #[test]
-    fn config_seeds_first_boot_only() {
+    fn config_is_read_only_for_a_first_boot() {
         let dir = tempfile::tempdir().unwrap();
         let seed = dir.path().join("seed.yaml");
-        std::fs::write(&seed, "max_runtimes: 3\n").unwrap();
         let data = dir.path().join("data");
-        assert_eq!(load_config(&data, Some(&seed)).unwrap().max_runtimes, 3);
-        std::fs::write(&seed, "max_runtimes: 9\n").unwrap();
-        assert_eq!(load_config(&data, Some(&seed)).unwrap().max_runtimes, 3);
-        assert_eq!(load_config(&data, None).unwrap().max_runtimes, 3);
+        let persisted = crate::settings::ConfigFile::in_data_dir(&data)
+            .path()
+            .to_path_buf();
         std::fs::write(&seed, "max_runtime: 9\n").unwrap();
-        let fresh = dir.path().join("fresh");
+        let refused = seed_config(&data, Some(&seed)).unwrap_err().to_string();
+        assert!(refused.contains("max_runtime"), "{refused}");
+        assert!(!persisted.exists(), "an invalid seed is not persisted");
+
+        std::fs::write(&seed, "# mine\nmax_runtimes: 4\n").unwrap();
+        assert_eq!(seed_config(&data, Some(&seed)).unwrap().max_runtimes, 4);
+        let kept = std::fs::read_to_string(&persisted).unwrap();
+        assert_eq!(kept, "# mine\nmax_runtimes: 4\n", "persisted as written");
+
+        std::fs::write(&seed, "max_runtime: 9\n").unwrap();
         assert!(
-            load_config(&fresh, Some(&seed))
-                .unwrap_err()
-                .to_string()
-                .contains("max_runtime")
+            seed_config(&data, Some(&seed)).is_ok(),
+            "not read once persisted"
         );
+        assert_eq!(std::fs::read_to_string(&persisted).unwrap(), kept);
     }
 }

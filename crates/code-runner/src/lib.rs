@@ -5,6 +5,9 @@
 //!   `register`: `code-runner::register_function` and the published functions it serves.
 //! - `guest`: the guest's `iii` global; [`bridge`]: the bus functions guest code may not reach;
 //!   [`namespaces`]: the naming rule; [`lineage`]: who started which runtime.
+//! - [`configuration`]: `configuration::get`/`set` and `code-runner::on-config-change`
+//!   over the live settings (the store, the file watch, the reload tiers);
+//!   [`guidance`]: the `code-runner::inject-guidance` hook.
 //! - [`http`]: the HTTP API; [`cli`]: `serve`, `call` and `bench` ([`bench`]).
 //! - [`ui`]: the console cards (`code-runner::ui-content`) and the playground at `GET /`.
 //!
@@ -29,8 +32,10 @@ pub mod bench;
 pub mod bridge;
 pub mod bus;
 pub mod cli;
+pub mod configuration;
 pub mod functions;
 mod guest;
+pub mod guidance;
 pub mod http;
 mod ids;
 pub mod iii;
@@ -44,6 +49,7 @@ mod published;
 mod register;
 pub mod registry;
 pub mod ui;
+mod settings;
 mod worker;
 
 pub use bus::CallError;

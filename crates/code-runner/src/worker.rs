@@ -3,7 +3,7 @@
 use std::fs::File;
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock, RwLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use code_runner_core::wire::{
@@ -22,13 +22,17 @@ use crate::pool::WarmPool;
 use crate::published::Published;
 use crate::register::{self, REGISTER_FUNCTION};
 use crate::registry::Registry;
+use crate::settings::{ConfigFile, ConfigWatch, Settings};
 
 /// What a worker needs to start.
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
     /// Where runtimes keep their files; locked for this process.
     pub data_dir: PathBuf,
-    /// The configuration in force.
+    /// The initial configuration: persisted to
+    /// `<data-dir>/configuration/code-runner.yaml` on the first boot. A data
+    /// directory that already holds one keeps it: that file is the
+    /// configuration, changed live with `configuration::set` or by hand.
     pub config: Config,
     /// python.wasm, if not at its default location.
     pub python_wasm: Option<PathBuf>,
@@ -41,7 +45,8 @@ pub struct Worker {
 }
 
 pub(crate) struct Inner {
-    config: RwLock<Config>,
+    pub(crate) settings: Settings,
+    _watch: Option<ConfigWatch>,
     pub(crate) registry: Registry,
     pub(crate) bus: Bus,
     pub(crate) lineage: Lineage,
@@ -56,11 +61,9 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// The configuration calls use now.
     pub(crate) fn config(&self) -> Config {
-        self.config
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.settings.in_force()
     }
 
     /// Where a guest's call of `id` goes: the iii engine for a function this
@@ -100,8 +103,23 @@ impl Worker {
     /// another worker. A missing python.wasm is not fatal: python runs then
     /// answer `code-runner::engine` saying how to fetch it.
     pub async fn start(options: WorkerOptions) -> Result<Worker, RunnerError> {
+        Worker::start_with(options, true).await
+    }
+
+    /// [`Worker::start`] for a process that makes one call: no interpreters
+    /// are booted ahead of time, whatever `warm_pool` says.
+    ///
+    /// # Errors
+    /// As [`Worker::start`].
+    pub async fn start_for_one_call(options: WorkerOptions) -> Result<Worker, RunnerError> {
+        Worker::start_with(options, false).await
+    }
+
+    async fn start_with(options: WorkerOptions, warm_pool: bool) -> Result<Worker, RunnerError> {
         options.config.validate()?;
         let lock = lock_data_dir(&options.data_dir)?;
+        let file = ConfigFile::in_data_dir(&options.data_dir);
+        let config = file.load_or_seed(&options.config)?;
         let runtimes_dir = options.data_dir.join("runtimes");
         clear_dir(&runtimes_dir)?;
         let wasm = options
@@ -122,21 +140,23 @@ impl Worker {
         let python_pool = python
             .as_ref()
             .ok()
-            .filter(|_| options.config.warm_pool > 0)
+            .filter(|_| warm_pool && config.warm_pool > 0)
             .map(|engine| {
-                let memory_mb = DEFAULT_MEMORY_MB.min(options.config.max_memory_mb);
+                let memory_mb = DEFAULT_MEMORY_MB.min(config.max_memory_mb);
                 WarmPool::new(
                     engine.clone(),
                     memory_mb,
-                    options.config.warm_pool,
+                    config.warm_pool,
                     runtimes_dir.clone(),
                 )
             });
         if let Some(pool) = &python_pool {
             pool.refill();
         }
-        let inner = Arc::new(Inner {
-            config: RwLock::new(options.config),
+        let watched = file.path().to_path_buf();
+        let inner = Arc::new_cyclic(|weak| Inner {
+            settings: Settings::new(config, Arc::new(file)),
+            _watch: ConfigWatch::start(&watched, weak.clone()),
             registry: Registry::default(),
             bus: Bus::default(),
             lineage: Lineage::default(),
@@ -202,10 +222,12 @@ impl Worker {
                 "node": "not in this build",
             },
             "iii": self.inner.engine_link.get().map(|link| json!({"state": link.state(), "worker_name": link.worker_name()})),
+            "configuration": self.inner.settings.status(),
         })
     }
 
-    /// The configuration in force.
+    /// The configuration in force: the stored one, except restart-tier keys
+    /// changed since start, which keep their boot value until a restart.
     pub fn config(&self) -> Config {
         self.inner.config()
     }
@@ -261,11 +283,13 @@ fn register_functions(inner: &Arc<Inner>) {
         handler_as(inner, register::register_function),
     ));
     crate::ui::register(&inner.bus);
+    crate::configuration::register(inner);
+    crate::guidance::register(inner);
 }
 
 /// A bus handler over the worker that holds it only weakly, so the bus
 /// never keeps the worker alive.
-fn handler<F, Fut>(inner: &Arc<Inner>, f: F) -> Handler
+pub(crate) fn handler<F, Fut>(inner: &Arc<Inner>, f: F) -> Handler
 where
     F: Fn(Arc<Inner>, Value) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Value, CallError>> + Send + 'static,

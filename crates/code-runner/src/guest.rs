@@ -16,10 +16,10 @@ use code_runner_core::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::iii::Delivery;
 use crate::bridge;
 use crate::bus::{Caller, GuestCaller};
 use crate::functions::{RUN, parse};
+use crate::iii::Delivery;
 use crate::lineage::RuntimeKey;
 use crate::namespaces::FunctionId;
 use crate::published::{Owner, check_format};

@@ -48,8 +48,8 @@ pub mod pool;
 mod published;
 mod register;
 pub mod registry;
-pub mod ui;
 mod settings;
+pub mod ui;
 mod worker;
 
 pub use bus::CallError;

@@ -77,10 +77,10 @@ impl Router {
 
     /// The live workers, sorted (this one included once its scoped id is up).
     async fn peers(&self, link: &EngineLink) -> Vec<String> {
-        if let Some((at, peers)) = &*self.peers.lock().unwrap_or_else(|p| p.into_inner()) {
-            if at.elapsed() < PEERS_FRESH {
-                return peers.clone();
-            }
+        if let Some((at, peers)) = &*self.peers.lock().unwrap_or_else(|p| p.into_inner())
+            && at.elapsed() < PEERS_FRESH
+        {
+            return peers.clone();
         }
         let listed = link
             .trigger(
@@ -213,10 +213,10 @@ async fn route(
         _ => None,
     };
     if let Some(namespace) = namespace {
-        if link.connected() {
-            if let Some(holder) = link.router.namespace_holder(link, &namespace).await {
-                return forward(holder, payload).await;
-            }
+        if link.connected()
+            && let Some(holder) = link.router.namespace_holder(link, &namespace).await
+        {
+            return forward(holder, payload).await;
         }
         return local(payload, Caller::host()).await;
     }

@@ -251,10 +251,10 @@ fn two_workers_share_the_engine() {
             "engine::functions::info",
             &json!({"function_id": "code-runner::run"}),
         );
-        if let Ok(info) = &info {
-            if info["worker_name"] == survivor {
-                break;
-            }
+        if let Ok(info) = &info
+            && info["worker_name"] == survivor
+        {
+            break;
         }
         assert!(
             Instant::now() < until,

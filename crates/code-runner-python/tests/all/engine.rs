@@ -9,6 +9,8 @@ use code_runner_core::{
 };
 use serde_json::{Value, json};
 
+use code_runner_python::{EngineLimits, PythonEngine};
+
 use crate::engine;
 
 async fn runtime(memory_mb: u64) -> (Arc<dyn Runtime>, tempfile::TempDir) {
@@ -194,28 +196,38 @@ async fn binding_round_trip() {
     rt.close().await;
 }
 
-/// A missing python.wasm is an error that says how to fetch it.
+/// A missing snapshot is an error that names the directory and how to build it.
 #[test]
-fn missing_wasm_says_how_to_fetch_it() {
+fn missing_snapshot_says_how_to_build_it() {
     let dir = tempfile::tempdir().unwrap();
-    let err = code_runner_python::PythonEngine::load(&dir.path().join("python.wasm")).unwrap_err();
+    let missing = dir.path().join("python-snapshot");
+    let err = PythonEngine::load(&missing, EngineLimits::default()).unwrap_err();
     let text = err.to_string();
     assert!(
-        text.contains("not found") && text.contains("scripts/fetch-python-wasm"),
+        text.contains("no python snapshot")
+            && text.contains(&missing.display().to_string())
+            && text.contains("scripts/fetch-python-wasm"),
         "{text}"
     );
 }
 
-/// A file with the wrong bytes is refused by its sha256, never run.
+/// A snapshot whose component lost bytes is refused by its sha256, never run,
+/// and the message names the file and the fix.
 #[test]
-fn corrupt_wasm_is_refused_by_hash() {
+fn corrupt_snapshot_is_refused_by_hash() {
+    let built = code_runner_python::default_snapshot_dir();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("python.wasm");
-    std::fs::write(&path, b"\0asm\x01\0\0\0 not really python").unwrap();
-    let err = code_runner_python::PythonEngine::load(&path).unwrap_err();
+    std::fs::copy(built.join("manifest"), dir.path().join("manifest")).unwrap();
+    std::fs::create_dir(dir.path().join("lib")).unwrap();
+    std::fs::write(dir.path().join("lib/os.py"), b"").unwrap();
+    let wasm = dir.path().join("runner.wasm");
+    std::fs::write(&wasm, b"\0asm\x0d\0\x01\0 not really python").unwrap();
+    let err = PythonEngine::load(dir.path(), EngineLimits::default()).unwrap_err();
     let text = err.to_string();
     assert!(
-        text.contains("sha256") && text.contains("expected"),
+        text.contains("sha256")
+            && text.contains(&wasm.display().to_string())
+            && text.contains("scripts/fetch-python-wasm"),
         "{text}"
     );
 }

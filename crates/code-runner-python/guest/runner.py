@@ -80,8 +80,9 @@ class _Quitter:
 _builtins.exit = _Quitter("exit")
 _builtins.quit = _Quitter("quit")
 
-# Largest result the runner hands over as a value; past it, only its facts.
-_MAX_RESULT = 64 * 1024 * 1024
+# Largest result the runner hands over as a value unless the task says less;
+# past it, only its facts (the host never parses what it would not keep).
+_MAX_RESULT = 16 * 1024 * 1024
 # Longest exception text in the turn's head (stderr has the whole traceback).
 _MAX_EXCEPTION = 64 * 1024
 # Exit codes are i64 on the host.
@@ -333,6 +334,7 @@ def _make_turn():
         task = loads(task_text)
         del task_text
         depth_limit[0] = task.get("max_depth", 100)
+        max_result = task.get("max_result", _MAX_RESULT)
         install(env, task.get("bindings") or [])
         env.pop("result", None)
         exit_code = 0
@@ -363,7 +365,8 @@ def _make_turn():
         if value is not None:
             try:
                 encoded = to_json(value, "result", depth_limit[0])
-                if len(encoded) > _MAX_RESULT:
+                size = len(encoded) if len(encoded) > max_result else len(encoded.encode("utf-8"))
+                if size > max_result:
                     head["oversize"] = {"bytes": len(encoded.encode("utf-8")), "shape": shape(value)}
                 else:
                     body = encoded

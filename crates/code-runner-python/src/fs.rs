@@ -8,6 +8,8 @@
 //! `append-via-stream`) are guarded by wrapping the stream wasmtime-wasi
 //! returns; the quota refusal surfaces as `EDQUOT`.
 
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -20,18 +22,69 @@ use wasmtime_wasi::p2::bindings::sync::filesystem::types::{
     PathFlags,
 };
 use wasmtime_wasi::p2::bindings::sync::io::streams;
-use wasmtime_wasi::p2::{DynOutputStream, FsError, FsResult, OutputStream, Pollable, StreamError, StreamResult};
+use wasmtime_wasi::p2::{
+    DynOutputStream, FsError, FsResult, OutputStream, Pollable, StreamError, StreamResult,
+};
 
 use crate::work_quota::WorkQuota;
 
-/// What the guard keeps for one runtime.
+/// Descriptors (open files and directories, directory listings) one
+/// instance may hold at once; past it `open-at` and `read-directory` fail
+/// with `insufficient-memory` (preview 2 has no `EMFILE`; the guest sees
+/// `ENOMEM`). Dropping the instance closes them all.
+pub const MAX_DESCRIPTORS: usize = 512;
+
+/// What the guard keeps for one instance.
 #[derive(Debug)]
 pub struct Guard {
     /// The `/work` budget.
     pub quota: WorkQuota,
     /// Whether the sandbox refused a file operation during the current turn.
     pub denied: bool,
+    /// Descriptors and directory listings the guest holds, by resource rep.
+    held: HashSet<(bool, u32)>,
+    /// Files the guest holds open, by descriptor rep: their bytes count
+    /// against the quota even after they are unlinked.
+    files: HashMap<u32, Arc<std::fs::File>>,
 }
+
+impl Guard {
+    /// A guard over `quota`, holding nothing.
+    pub fn new(quota: WorkQuota) -> Self {
+        Guard {
+            quota,
+            denied: false,
+            held: HashSet::new(),
+            files: HashMap::new(),
+        }
+    }
+
+    /// Reserves `n` bytes of growth; an exact recount includes open, unlinked files.
+    pub fn reserve_bytes(&mut self, n: u64) -> bool {
+        let files = &self.files;
+        self.quota.reserve_bytes(n, || unlinked_bytes(files))
+    }
+
+    /// How many descriptors the guest holds.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+}
+
+/// The bytes of files that are open but no longer linked anywhere, each inode once.
+fn unlinked_bytes(files: &HashMap<u32, Arc<std::fs::File>>) -> u64 {
+    let mut seen = HashSet::new();
+    files
+        .values()
+        .filter_map(|file| file.metadata().ok())
+        .filter(|meta| meta.nlink() == 0 && seen.insert((meta.dev(), meta.ino())))
+        .map(|meta| meta.len())
+        .sum()
+}
+
+/// Resource kinds in [`Guard::held`].
+const DESCRIPTOR: bool = false;
+const LISTING: bool = true;
 
 /// The guard, shared by the filesystem calls and the file streams they hand out.
 pub type SharedGuard = Arc<Mutex<Guard>>;
@@ -72,7 +125,10 @@ impl wasmtime::component::HasData for GuardedFsData {
 fn is_denial(code: &AsyncErrorCode) -> bool {
     matches!(
         code,
-        AsyncErrorCode::Access | AsyncErrorCode::NotPermitted | AsyncErrorCode::ReadOnly | AsyncErrorCode::Quota
+        AsyncErrorCode::Access
+            | AsyncErrorCode::NotPermitted
+            | AsyncErrorCode::ReadOnly
+            | AsyncErrorCode::Quota
     )
 }
 
@@ -87,13 +143,23 @@ impl GuardedFs<'_> {
         result
     }
 
+    /// Answers `insufficient-memory` when the descriptor budget is spent.
+    fn budget(&mut self) -> FsResult<()> {
+        let mut guard = lock(self.guard);
+        if guard.held() >= MAX_DESCRIPTORS {
+            guard.denied = true;
+            return Err(FsError::from(AsyncErrorCode::InsufficientMemory));
+        }
+        Ok(())
+    }
+
     /// Runs `call` when the quota grants `reserve`, else answers `EDQUOT`.
     fn reserved<T>(
         &mut self,
-        reserve: impl FnOnce(&mut WorkQuota) -> bool,
+        reserve: impl FnOnce(&mut Guard) -> bool,
         call: impl FnOnce(&mut WasiFilesystemCtxView<'_>) -> FsResult<T>,
     ) -> FsResult<T> {
-        let granted = reserve(&mut lock(self.guard).quota);
+        let granted = reserve(&mut lock(self.guard));
         if !granted {
             lock(self.guard).denied = true;
             return Err(FsError::from(AsyncErrorCode::Quota));
@@ -126,7 +192,13 @@ impl fs::Host for GuardedFs<'_> {
         &mut self,
         err: Resource<streams::Error>,
     ) -> wasmtime::Result<Option<ErrorCode>> {
-        if self.inner.table.get(&err)?.downcast_ref::<QuotaRefused>().is_some() {
+        if self
+            .inner
+            .table
+            .get(&err)?
+            .downcast_ref::<QuotaRefused>()
+            .is_some()
+        {
             return Ok(Some(ErrorCode::Quota));
         }
         fs::Host::filesystem_error_code(&mut self.inner, err)
@@ -189,7 +261,7 @@ impl fs::HostDescriptor for GuardedFs<'_> {
     }
 
     fn set_size(&mut self, fd: Resource<Descriptor>, size: Filesize) -> FsResult<()> {
-        self.reserved(|q| q.reserve_bytes(size), |inner| inner.set_size(fd, size))
+        self.reserved(|g| g.reserve_bytes(size), |inner| inner.set_size(fd, size))
     }
 
     fn set_times(
@@ -219,15 +291,21 @@ impl fs::HostDescriptor for GuardedFs<'_> {
         offset: Filesize,
     ) -> FsResult<Filesize> {
         let want = buf.len() as u64;
-        self.reserved(|q| q.reserve_bytes(want), |inner| inner.write(fd, buf, offset))
+        self.reserved(
+            |g| g.reserve_bytes(want),
+            |inner| inner.write(fd, buf, offset),
+        )
     }
 
     fn read_directory(
         &mut self,
         fd: Resource<Descriptor>,
     ) -> FsResult<Resource<DirectoryEntryStream>> {
+        self.budget()?;
         let result = self.inner.read_directory(fd);
-        self.seen(result)
+        let listing = self.seen(result)?;
+        lock(self.guard).held.insert((LISTING, listing.rep()));
+        Ok(listing)
     }
 
     fn sync(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
@@ -236,7 +314,10 @@ impl fs::HostDescriptor for GuardedFs<'_> {
     }
 
     fn create_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
-        self.reserved(WorkQuota::reserve_file, |inner| inner.create_directory_at(fd, path))
+        self.reserved(
+            |g| g.quota.reserve_file(),
+            |inner| inner.create_directory_at(fd, path),
+        )
     }
 
     fn stat(&mut self, fd: Resource<Descriptor>) -> FsResult<DescriptorStat> {
@@ -274,9 +355,10 @@ impl fs::HostDescriptor for GuardedFs<'_> {
         new_descriptor: Resource<Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
-        self.reserved(WorkQuota::reserve_file, |inner| {
-            inner.link_at(fd, old_path_flags, old_path, new_descriptor, new_path)
-        })
+        self.reserved(
+            |g| g.quota.reserve_file(),
+            |inner| inner.link_at(fd, old_path_flags, old_path, new_descriptor, new_path),
+        )
     }
 
     fn open_at(
@@ -287,14 +369,30 @@ impl fs::HostDescriptor for GuardedFs<'_> {
         oflags: OpenFlags,
         flags: DescriptorFlags,
     ) -> FsResult<Resource<Descriptor>> {
+        self.budget()?;
         let creates = oflags.contains(OpenFlags::CREATE);
-        self.reserved(
-            |q| !creates || q.reserve_file(),
+        let opened = self.reserved(
+            |g| !creates || g.quota.reserve_file(),
             |inner| inner.open_at(fd, path_flags, path, oflags, flags),
-        )
+        )?;
+        let file = match self.inner.table.get(&opened)? {
+            wasmtime_wasi::filesystem::Descriptor::File(f) => Some(f.file.clone()),
+            wasmtime_wasi::filesystem::Descriptor::Dir(_) => None,
+        };
+        let mut guard = lock(self.guard);
+        guard.held.insert((DESCRIPTOR, opened.rep()));
+        if let Some(file) = file {
+            guard.files.insert(opened.rep(), file);
+        }
+        Ok(opened)
     }
 
     fn drop(&mut self, fd: Resource<Descriptor>) -> wasmtime::Result<()> {
+        {
+            let mut guard = lock(self.guard);
+            guard.held.remove(&(DESCRIPTOR, fd.rep()));
+            guard.files.remove(&fd.rep());
+        }
         fs::HostDescriptor::drop(&mut self.inner, fd)
     }
 
@@ -325,7 +423,10 @@ impl fs::HostDescriptor for GuardedFs<'_> {
         src_path: String,
         dest_path: String,
     ) -> FsResult<()> {
-        self.reserved(WorkQuota::reserve_file, |inner| inner.symlink_at(fd, src_path, dest_path))
+        self.reserved(
+            |g| g.quota.reserve_file(),
+            |inner| inner.symlink_at(fd, src_path, dest_path),
+        )
     }
 
     fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
@@ -367,6 +468,7 @@ impl fs::HostDirectoryEntryStream for GuardedFs<'_> {
     }
 
     fn drop(&mut self, stream: Resource<DirectoryEntryStream>) -> wasmtime::Result<()> {
+        lock(self.guard).held.remove(&(LISTING, stream.rep()));
         fs::HostDirectoryEntryStream::drop(&mut self.inner, stream)
     }
 }
@@ -380,11 +482,13 @@ struct QuotaStream {
 impl QuotaStream {
     fn reserve(&mut self, n: usize) -> StreamResult<()> {
         let mut guard = lock(&self.guard);
-        if guard.quota.reserve_bytes(n as u64) {
+        if guard.reserve_bytes(n as u64) {
             return Ok(());
         }
         guard.denied = true;
-        Err(StreamError::LastOperationFailed(wasmtime::Error::new(QuotaRefused)))
+        Err(StreamError::LastOperationFailed(wasmtime::Error::new(
+            QuotaRefused,
+        )))
     }
 }
 

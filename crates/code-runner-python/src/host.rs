@@ -186,7 +186,9 @@ pub fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<Host>> {
     })?;
     linker.root().func_wrap(
         "call",
-        |mut store: StoreContextMut<'_, Host>, (frame,): (String,)| -> wasmtime::Result<(String,)> {
+        |mut store: StoreContextMut<'_, Host>,
+         (frame,): (String,)|
+         -> wasmtime::Result<(String,)> {
             match store.data_mut().binding_call(&frame) {
                 Ok(reply) => Ok((reply,)),
                 Err(stop) => {

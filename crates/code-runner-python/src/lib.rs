@@ -26,7 +26,7 @@
 //! let engine = PythonEngine::from_default_location()?;
 //! let work = std::env::temp_dir().join("demo-work");
 //! std::fs::create_dir_all(&work).unwrap();
-//! let runtime = engine.spawn(RuntimeOptions { memory_mb: 128, work_dir: work, read_only: false }).await?;
+//! let runtime = engine.spawn(RuntimeOptions { memory_mb: 128, work_dir: work, ..RuntimeOptions::default() }).await?;
 //! let outcome = runtime.run(TurnSpec {
 //!     task: Task::program("result = 2 + 2"),
 //!     timeout: std::time::Duration::from_secs(5),
@@ -62,8 +62,8 @@ use code_runner_core::{
 use wasmtime::component::InstancePre;
 
 pub use module::{
-    PYTHON_DIR_ENV, TOOL_VERSION, TOOL_WHEEL_SHA256, cache_dir, default_snapshot_dir,
-    snapshot_key, verify,
+    PYTHON_DIR_ENV, TOOL_VERSION, TOOL_WHEEL_SHA256, cache_dir, default_snapshot_dir, snapshot_key,
+    verify,
 };
 pub use protocol::MAX_DEPTH;
 
@@ -145,7 +145,9 @@ impl Shared {
     fn claim(&self) -> Result<Slot, RunnerError> {
         let max = self.limits.max_runtimes;
         self.live
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < max).then_some(n + 1))
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
             .map(|_| Slot(self.live.clone()))
             .map_err(|_| {
                 RunnerError::new(
@@ -174,7 +176,10 @@ impl PythonEngine {
     /// # Errors
     /// `code-runner::engine` when the snapshot is missing or wrong, saying how to build it.
     pub fn from_default_location() -> Result<Self, RunnerError> {
-        Ok(Self::load(&default_snapshot_dir(), EngineLimits::default())?)
+        Ok(Self::load(
+            &default_snapshot_dir(),
+            EngineLimits::default(),
+        )?)
     }
 
     /// Loads, verifies and (once per machine) compiles the snapshot in `dir`,
@@ -213,7 +218,9 @@ impl PythonEngine {
             .total_tables(slots.saturating_mul(TABLES_PER_COMPONENT))
             .max_tables_per_component(TABLES_PER_COMPONENT)
             .table_elements(MAX_TABLE_ELEMENTS)
-            .max_memory_size(usize::try_from(limits.max_memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX))
+            .max_memory_size(
+                usize::try_from(limits.max_memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
+            )
             .max_core_instance_size(1 << 20)
             .max_component_instance_size(1 << 20)
             .total_stacks(0);

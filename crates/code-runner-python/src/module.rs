@@ -52,7 +52,9 @@ pub fn cache_dir() -> PathBuf {
 /// the runner's sources, computed exactly as `scripts/fetch-python-wasm` does.
 pub fn snapshot_key() -> String {
     let mut hasher = Sha256::new();
-    hasher.update(format!("componentize-py=={TOOL_VERSION} sha256={TOOL_WHEEL_SHA256}\n"));
+    hasher.update(format!(
+        "componentize-py=={TOOL_VERSION} sha256={TOOL_WHEEL_SHA256}\n"
+    ));
     hasher.update(RUNNER_WIT);
     hasher.update(RUNNER_PY);
     hex(&hasher.finalize())[..16].to_string()
@@ -74,8 +76,9 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn sha256_file(path: &Path) -> Result<String, PythonError> {
-    let unreadable =
-        |err: std::io::Error| PythonError::Unavailable(format!("cannot read {}: {err}", path.display()));
+    let unreadable = |err: std::io::Error| {
+        PythonError::Unavailable(format!("cannot read {}: {err}", path.display()))
+    };
     let mut file = std::fs::File::open(path).map_err(unreadable)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];

@@ -18,13 +18,15 @@ pub const MAX_DEPTH: usize = 100;
 
 /// Largest turn head the host parses (the runner caps exception text at 64 KiB).
 pub const MAX_HEAD: usize = 1 << 20;
-/// Largest result text the host parses (the runner sends facts, not the value, past it).
-pub const MAX_RESULT: usize = 64 * 1024 * 1024;
+/// Largest result text the host ever parses, whatever the runtime's
+/// `max_result_bytes` (the runner sends facts, not the value, past it).
+pub const MAX_RESULT: usize = 16 * 1024 * 1024;
 /// Largest binding call frame the host parses.
 pub const MAX_CALL: usize = 16 * 1024 * 1024;
 
-/// A turn frame: the task and the shape of its bindings.
-pub fn turn(task: &Task, bindings: &Bindings) -> String {
+/// A turn frame: the task, the shape of its bindings and the limits the
+/// runner enforces on what it hands back.
+pub fn turn(task: &Task, bindings: &Bindings, max_result: usize) -> String {
     let namespaces: Vec<Value> = bindings
         .namespaces()
         .iter()
@@ -52,6 +54,7 @@ pub fn turn(task: &Task, bindings: &Bindings) -> String {
     };
     frame["bindings"] = Value::Array(namespaces);
     frame["max_depth"] = Value::from(MAX_DEPTH);
+    frame["max_result"] = Value::from(max_result);
     frame.to_string()
 }
 
@@ -123,10 +126,8 @@ pub fn parse_head(head: &str) -> Result<Head, String> {
 
 /// Parses the result's JSON text, which the runner has checked; the error is
 /// the reason it is not JSON after all (a guest that replaced the runner's
-/// checks gets its own `invalid-output`, nothing worse).
+/// checks gets its own `invalid-output`, nothing worse). The caller has
+/// checked its size.
 pub fn parse_result(text: &str) -> Result<Value, String> {
-    if text.len() > MAX_RESULT {
-        return Err(format!("the result is {} bytes of JSON", text.len()));
-    }
     serde_json::from_str(text).map_err(|err| format!("the result is not JSON: {err}"))
 }

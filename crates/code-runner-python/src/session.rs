@@ -57,6 +57,8 @@ type TurnFn = TypedFunc<(String,), ((String, Option<String>),)>;
 struct Instance {
     store: Store<Host>,
     turn: TurnFn,
+    /// The largest result text this runtime hands over as a value.
+    max_result: usize,
 }
 
 /// Everything a runtime thread needs to (re)instantiate the snapshot.
@@ -66,7 +68,10 @@ pub struct Boot {
     pub(crate) link: Arc<Link>,
     pub(crate) runtime: tokio::runtime::Handle,
     /// The pool slot this runtime holds until its thread ends.
-    #[allow(dead_code, reason = "held for its Drop: the slot is freed when the thread ends")]
+    #[allow(
+        dead_code,
+        reason = "held for its Drop: the slot is freed when the thread ends"
+    )]
     pub(crate) slot: Slot,
 }
 
@@ -134,10 +139,11 @@ fn instantiate(boot: &Boot) -> Result<Instance, String> {
     builder
         .preopened_dir(&shared.lib, "/python", FsPerms::ReadOnly)
         .map_err(|err| format!("cannot mount {} as /python: {err:#}", shared.lib.display()))?;
-    let guard = Guard {
-        quota: WorkQuota::new(&options.work_dir, WORK_MAX_BYTES, WORK_MAX_FILES),
-        denied: false,
-    };
+    let guard = Guard::new(WorkQuota::new(
+        &options.work_dir,
+        WORK_MAX_BYTES,
+        WORK_MAX_FILES,
+    ));
     let host = Host {
         wasi: builder.build(),
         table: ResourceTable::new(),
@@ -170,12 +176,20 @@ fn instantiate(boot: &Boot) -> Result<Instance, String> {
     let turn = instance
         .get_typed_func::<(String,), ((String, Option<String>),)>(&mut store, "turn")
         .map_err(|err| format!("the python snapshot has no turn export: {err:#}"))?;
-    Ok(Instance { store, turn })
+    let max_result = options
+        .max_result_bytes
+        .map_or(protocol::MAX_RESULT, |cap| cap.min(protocol::MAX_RESULT));
+    Ok(Instance {
+        store,
+        turn,
+        max_result,
+    })
 }
 
 /// Runs one turn; the instance comes back unless the turn killed it.
 fn run_turn(mut instance: Instance, spec: TurnSpec) -> (TurnOutcome, Option<Instance>) {
-    let frame = protocol::turn(&spec.task, &spec.bindings);
+    let max_result = instance.max_result;
+    let frame = protocol::turn(&spec.task, &spec.bindings, max_result);
     let cap = spec.max_stream_bytes;
     {
         let host = instance.store.data_mut();
@@ -194,10 +208,7 @@ fn run_turn(mut instance: Instance, spec: TurnSpec) -> (TurnOutcome, Option<Inst
             bindings: spec.bindings,
         });
     }
-    let called = instance
-        .turn
-        .call(&mut instance.store, (frame,))
-        ;
+    let called = instance.turn.call(&mut instance.store, (frame,));
     let host = instance.store.data_mut();
     let budget = host.turn.take().map_or(Duration::ZERO, |t| t.budget);
     let streams = std::mem::replace(
@@ -240,6 +251,12 @@ fn run_turn(mut instance: Instance, spec: TurnSpec) -> (TurnOutcome, Option<Inst
         return (outcome(ending), Some(instance));
     }
     let completion = match (result, head.not_json, head.oversize) {
+        // Measured before it is parsed: a runner that ignored the cap costs
+        // the host a length check, nothing more.
+        (Some(text), _, _) if text.len() > max_result => Completion::Oversize {
+            bytes: text.len() as u64,
+            shape: ResultShape::Scalar,
+        },
         (Some(text), _, _) => match protocol::parse_result(&text) {
             Ok(value) => Completion::Value(value),
             Err(why) => Completion::NotJson(why),

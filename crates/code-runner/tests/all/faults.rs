@@ -349,7 +349,7 @@ fault_matrix! {
         ..Case::DEFAULT
     };
 
-    /// 25000 files cross /work's 20000-entry budget.
+    /// 25000 entries cross /work's 20000-entry budget.
     work_flood_in_files_is_resource_exhausted => Case {
         python: Code::Src(include_str!("../fixtures/work_flood_files.py")),
         timeout_ms: Some(30_000),

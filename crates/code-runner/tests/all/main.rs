@@ -3,12 +3,13 @@
 //! Everything goes through real components: a real `Worker` on real
 //! wasmtime, called over real HTTP on `127.0.0.1:0` (in-process, or the
 //! real `code-runner` binary where a regression could kill the process).
-//! Needs python.wasm in its cache: `scripts/fetch-python-wasm`.
+//! Needs the python snapshot in its cache: `scripts/fetch-python-wasm`.
 
 mod bad_input;
 mod capacity;
 mod cli;
 mod faults;
+mod hardening;
 mod http;
 mod keep;
 mod limits;

@@ -364,12 +364,21 @@ def _make_turn():
         body = None
         if value is not None:
             try:
-                encoded = to_json(value, "result", depth_limit[0])
-                size = len(encoded) if len(encoded) > max_result else len(encoded.encode("utf-8"))
-                if size > max_result:
-                    head["oversize"] = {"bytes": len(encoded.encode("utf-8")), "shape": shape(value)}
+                # The C encoder first: a value over the cap is measured at C
+                # speed and never walked in Python (nor sent).
+                try:
+                    encoded = dumps(value)
+                except (TypeError, ValueError, RecursionError, OverflowError):
+                    encoded = None
+                if encoded is not None and len(encoded) > max_result:
+                    size = len(encoded.encode("utf-8", "surrogatepass"))
+                    head["oversize"] = {"bytes": size, "shape": shape(value)}
                 else:
-                    body = encoded
+                    encoded = to_json(value, "result", depth_limit[0])
+                    if len(encoded.encode("utf-8")) > max_result:
+                        head["oversize"] = {"bytes": len(encoded.encode("utf-8")), "shape": shape(value)}
+                    else:
+                        body = encoded
             except NotJson as err:
                 head["not_json"] = clean(str(err)[:_MAX_EXCEPTION])
             except RecursionError:

@@ -264,3 +264,37 @@ async fn output_is_bounded_while_written() {
     );
     rt.close().await;
 }
+
+/// Modules outside the snapshot import from the read-only stdlib mount, and
+/// importing them is no sandbox denial (no bytecode is written there).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_whole_stdlib_imports_from_the_read_only_mount() {
+    let (rt, _dir) = runtime(128).await;
+    let out = rt
+        .run(turn(
+            "import sys\nfresh = [m for m in ('tomllib', 'xml.dom.minidom', 'email.mime.text', 'graphlib') if m not in sys.modules]\n\
+             import tomllib, xml.dom.minidom, email.mime.text, graphlib\n\
+             result = [fresh, tomllib.loads('a = 1'), xml.dom.minidom.parseString('<a/>').documentElement.tagName]",
+        ))
+        .await;
+    assert_eq!(
+        value(&out),
+        json!([["tomllib", "xml.dom.minidom", "email.mime.text", "graphlib"], {"a": 1}, "a"])
+    );
+    assert!(!out.denied, "reading the stdlib is no denial");
+    rt.close().await;
+}
+
+/// The snapshot froze one PRNG state; every instance reseeds it, so two
+/// runtimes draw different numbers.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_instance_reseeds_the_prng() {
+    let (a, _da) = runtime(128).await;
+    let (b, _db) = runtime(128).await;
+    let program = "import random\nresult = [random.random() for _ in range(4)]";
+    let first = value(&a.run(turn(program)).await);
+    let second = value(&b.run(turn(program)).await);
+    assert_ne!(first, second);
+    a.close().await;
+    b.close().await;
+}

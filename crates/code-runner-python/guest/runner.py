@@ -398,3 +398,11 @@ _turn = _make_turn()
 class WitWorld(wit_world.WitWorld):
     def turn(self, task):
         return _turn(task)
+
+# Everything above lives in the snapshot, which every instance shares
+# copy-on-write: freeze it out of the cyclic GC, whose passes would otherwise
+# write to (and so copy) its pages in every instance.
+import gc as _gc  # noqa: E402
+
+_gc.collect()
+_gc.freeze()

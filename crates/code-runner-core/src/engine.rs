@@ -29,15 +29,22 @@ pub struct RuntimeOptions {
     pub work_dir: PathBuf,
     /// Mount the working directory read-only.
     pub read_only: bool,
+    /// The largest completion value the engine hands over as a value: past
+    /// it the engine reports only its size and shape
+    /// ([`Completion::Oversize`]), without ever parsing it on the host.
+    /// `None`: the engine's own ceiling.
+    pub max_result_bytes: Option<usize>,
 }
 
 impl Default for RuntimeOptions {
-    /// [`crate::DEFAULT_MEMORY_MB`], no directory (set one), writable.
+    /// [`crate::DEFAULT_MEMORY_MB`], no directory (set one), writable, the
+    /// engine's own result ceiling.
     fn default() -> Self {
         RuntimeOptions {
             memory_mb: crate::DEFAULT_MEMORY_MB,
             work_dir: PathBuf::new(),
             read_only: false,
+            max_result_bytes: None,
         }
     }
 }

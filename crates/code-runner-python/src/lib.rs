@@ -1,16 +1,22 @@
-//! code-runner's python engine: CPython 3.12 for WASI inside wasmtime.
+//! code-runner's python engine: CPython 3.14 (`-O3`), started from a
+//! pre-initialised snapshot inside wasmtime.
 //!
-//! [`PythonEngine`] compiles python.wasm once per machine (a cached compiled
-//! module) and boots runtimes; each runtime is one OS thread owning a wasmtime
-//! `Store` in which the interpreter never returns from `_start`: our wrapper
-//! (`wrapper.py`, embedded) parks on fd 0 between turns, so globals, imports
-//! and `/work` persist from one turn to the next.
+//! `scripts/fetch-python-wasm` builds the snapshot once per machine: a
+//! WebAssembly component made by componentize-py, holding the interpreter
+//! with our guest runner (`guest/runner.py`) and the common stdlib modules
+//! already imported. [`PythonEngine`] compiles it once per machine (a cached
+//! compiled component) and instantiates it per runtime, copy-on-write from
+//! the pooling allocator: a fresh interpreter costs about a millisecond.
+//! Each runtime is one OS thread owning a wasmtime `Store`; globals, imports
+//! and `/work` persist from one turn to the next, and a turn that kills the
+//! instance (timeout, memory) leaves the next turn a fresh one on the same
+//! `/work`.
 //!
 //! Limits: a ticker bumps the engine epoch every few milliseconds and each
 //! store's epoch callback stops a turn past its deadline, abort or teardown;
-//! host calls that block (fd 0, sleeps, binding calls) check the same
-//! conditions themselves. Linear memory is capped per runtime by a resource
-//! limiter; `/work` by [`work_quota`].
+//! host calls that block (sleeps, binding calls) wake for the same
+//! conditions. Linear memory is capped per runtime by a resource limiter;
+//! `/work` by [`work_quota`] through the guarded filesystem.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), code_runner_core::RunnerError> {
@@ -20,7 +26,7 @@
 //! let engine = PythonEngine::from_default_location()?;
 //! let work = std::env::temp_dir().join("demo-work");
 //! std::fs::create_dir_all(&work).unwrap();
-//! let runtime = engine.spawn(RuntimeOptions { memory_mb: 128, work_dir: work, read_only: false }).await?;
+//! let runtime = engine.spawn(RuntimeOptions { memory_mb: 128, work_dir: work, ..RuntimeOptions::default() }).await?;
 //! let outcome = runtime.run(TurnSpec {
 //!     task: Task::program("result = 2 + 2"),
 //!     timeout: std::time::Duration::from_secs(5),
@@ -35,13 +41,16 @@
 
 #![deny(missing_docs)]
 
+mod fs;
 mod host;
 mod module;
+mod output;
 mod protocol;
 mod session;
 pub mod work_quota;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -50,14 +59,16 @@ use code_runner_core::{
     TurnSpec,
     caps::{Stream, StreamBuffer},
 };
-use wasmtime::{InstancePre, Linker};
+use wasmtime::component::InstancePre;
 
-pub use module::{PYTHON_WASM_ENV, PYTHON_WASM_SHA256, cache_dir, default_wasm_path, verify};
+pub use module::{
+    PYTHON_DIR_ENV, TOOL_VERSION, TOOL_WHEEL_SHA256, cache_dir, default_snapshot_dir, snapshot_key,
+    verify,
+};
+pub use protocol::MAX_DEPTH;
 
-use session::{Boot, Command, Host, Link};
-
-/// The guest wrapper's source, run with `python -c`.
-pub(crate) const WRAPPER: &str = include_str!("wrapper.py");
+use host::Host;
+use session::{Boot, Command, Link};
 
 /// How often the epoch ticks: the resolution of timeouts and aborts.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
@@ -67,11 +78,37 @@ const EPOCH_TICK: Duration = Duration::from_millis(5);
 const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
 /// Wasm stack ceiling: deep enough for CPython's default recursion limit.
 const MAX_WASM_STACK: usize = 8 * 1024 * 1024;
+/// Largest table a guest may grow to.
+pub(crate) const MAX_TABLE_ELEMENTS: usize = 200_000;
+
+/// What the engine must be sized for, fixed when it is loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineLimits {
+    /// Live runtimes at once: the pooling allocator holds one instance slot per runtime.
+    pub max_runtimes: usize,
+    /// The largest `memory_mb` a runtime may ask for.
+    pub max_memory_mb: u64,
+}
+
+impl Default for EngineLimits {
+    /// The worker's defaults: 32 runtimes, 512 MiB.
+    fn default() -> Self {
+        EngineLimits {
+            max_runtimes: code_runner_core::DEFAULT_MAX_RUNTIMES,
+            max_memory_mb: code_runner_core::DEFAULT_MAX_MEMORY_MB,
+        }
+    }
+}
+
+/// Per-instance needs of the snapshot's component, for the pool's totals.
+const CORE_INSTANCES_PER_COMPONENT: u32 = 32;
+const MEMORIES_PER_COMPONENT: u32 = 2;
+const TABLES_PER_COMPONENT: u32 = 4;
 
 /// Errors of the python engine.
 #[derive(Debug, thiserror::Error)]
 pub enum PythonError {
-    /// python.wasm is missing, wrong or cannot be compiled; the text says what to do.
+    /// The snapshot is missing, wrong or cannot be compiled; the text says what to do.
     #[error("{0}")]
     Unavailable(String),
     /// wasmtime refused the configuration.
@@ -87,12 +124,41 @@ impl From<PythonError> for RunnerError {
 
 pub(crate) struct Shared {
     pub(crate) engine: wasmtime::Engine,
-    pub(crate) base_linker: Linker<Host>,
     pub(crate) instance_pre: InstancePre<Host>,
-    pub(crate) trampoline: wasmtime::Module,
+    /// The standard library, mounted read-only at `/python`.
+    pub(crate) lib: PathBuf,
+    /// Live runtimes, against `limits.max_runtimes`.
+    live: Arc<AtomicUsize>,
+    limits: EngineLimits,
 }
 
-/// The python engine: one wasmtime engine and one compiled python.wasm per process.
+/// A runtime's claim on one pooled instance slot, released when dropped.
+pub(crate) struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Shared {
+    fn claim(&self) -> Result<Slot, RunnerError> {
+        let max = self.limits.max_runtimes;
+        self.live
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .map(|_| Slot(self.live.clone()))
+            .map_err(|_| {
+                RunnerError::new(
+                    code_runner_core::ErrorCode::Capacity,
+                    format!("all {max} python instance slots are in use"),
+                )
+            })
+    }
+}
+
+/// The python engine: one wasmtime engine and one compiled snapshot per process and sizing.
 #[derive(Clone)]
 pub struct PythonEngine {
     shared: Arc<Shared>,
@@ -105,68 +171,94 @@ impl std::fmt::Debug for PythonEngine {
 }
 
 impl PythonEngine {
-    /// Loads python.wasm from [`default_wasm_path`].
+    /// Loads the snapshot from [`default_snapshot_dir`], sized by [`EngineLimits::default`].
     ///
     /// # Errors
-    /// `code-runner::engine` when the file is missing or wrong, saying how to fetch it.
+    /// `code-runner::engine` when the snapshot is missing or wrong, saying how to build it.
     pub fn from_default_location() -> Result<Self, RunnerError> {
-        Ok(Self::load(&default_wasm_path())?)
+        Ok(Self::load(
+            &default_snapshot_dir(),
+            EngineLimits::default(),
+        )?)
     }
 
-    /// Loads, verifies and (once per machine) compiles python.wasm at `wasm`.
+    /// Loads, verifies and (once per machine) compiles the snapshot in `dir`,
+    /// with a pooling allocator sized by `limits`.
     ///
-    /// The engine is shared per process and path: a second call (another
-    /// worker in the same process, a test) gets the same compiled module.
+    /// The engine is shared per process, directory and sizing: a second call
+    /// (another worker in the same process, a test) gets the same one.
     ///
     /// # Errors
-    /// [`PythonError::Unavailable`] for a missing, corrupt or uncompilable file.
-    pub fn load(wasm: &Path) -> Result<Self, PythonError> {
-        static LOADED: OnceLock<Mutex<Vec<(std::path::PathBuf, PythonEngine)>>> = OnceLock::new();
+    /// [`PythonError::Unavailable`] for a missing, corrupt or uncompilable snapshot.
+    pub fn load(dir: &Path, limits: EngineLimits) -> Result<Self, PythonError> {
+        type Loaded = Vec<(PathBuf, EngineLimits, PythonEngine)>;
+        static LOADED: OnceLock<Mutex<Loaded>> = OnceLock::new();
         let mut loaded = LOADED
             .get_or_init(Mutex::default)
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if let Some((_, engine)) = loaded.iter().find(|(path, _)| path == wasm) {
+        if let Some((_, _, engine)) = loaded.iter().find(|(d, l, _)| d == dir && *l == limits) {
             return Ok(engine.clone());
         }
-        let engine = Self::load_uncached(wasm)?;
-        loaded.push((wasm.to_path_buf(), engine.clone()));
+        let engine = Self::load_uncached(dir, limits)?;
+        loaded.push((dir.to_path_buf(), limits, engine.clone()));
         Ok(engine)
     }
 
-    fn load_uncached(wasm: &Path) -> Result<Self, PythonError> {
+    fn load_uncached(dir: &Path, limits: EngineLimits) -> Result<Self, PythonError> {
+        let snapshot = module::verify(dir)?;
+        let wasmtime_err = |e: wasmtime::Error| PythonError::Wasmtime(format!("{e:#}"));
+        let slots = u32::try_from(limits.max_runtimes.max(1)).unwrap_or(u32::MAX);
+        let mut pool = wasmtime::PoolingAllocationConfig::default();
+        pool.total_component_instances(slots)
+            .total_core_instances(slots.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
+            .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
+            .total_memories(slots.saturating_mul(MEMORIES_PER_COMPONENT))
+            .max_memories_per_component(MEMORIES_PER_COMPONENT)
+            .total_tables(slots.saturating_mul(TABLES_PER_COMPONENT))
+            .max_tables_per_component(TABLES_PER_COMPONENT)
+            .table_elements(MAX_TABLE_ELEMENTS)
+            .max_memory_size(
+                usize::try_from(limits.max_memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
+            )
+            .max_core_instance_size(1 << 20)
+            .max_component_instance_size(1 << 20)
+            .total_stacks(0);
         let mut config = wasmtime::Config::new();
         config
+            .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool))
+            .memory_init_cow(true)
             .epoch_interruption(true)
             .max_wasm_stack(MAX_WASM_STACK)
             .async_stack_size(MAX_WASM_STACK + (1 << 20))
             .parallel_compilation(true);
-        let engine =
-            wasmtime::Engine::new(&config).map_err(|e| PythonError::Wasmtime(format!("{e:#}")))?;
-        let module = module::load(&engine, wasm)?;
-        let mut base_linker: Linker<Host> = Linker::new(&engine);
-        wasmtime_wasi::p1::add_to_linker_sync(&mut base_linker, Host::wasi)
-            .map_err(|e| PythonError::Wasmtime(format!("{e:#}")))?;
-        let mut linker = base_linker.clone();
-        host::add_shadows(&mut linker).map_err(|e| PythonError::Wasmtime(format!("{e:#}")))?;
-        let instance_pre = linker
-            .instantiate_pre(&module)
-            .map_err(|e| PythonError::Wasmtime(format!("{e:#}")))?;
-        let trampoline = wasmtime::Module::new(&engine, host::trampoline_wat())
-            .map_err(|e| PythonError::Wasmtime(format!("trampoline: {e:#}")))?;
+        let engine = wasmtime::Engine::new(&config).map_err(wasmtime_err)?;
+        let component = module::load(&engine, &snapshot)?;
+        let linker = host::linker(&engine).map_err(wasmtime_err)?;
+        let instance_pre = linker.instantiate_pre(&component).map_err(wasmtime_err)?;
         start_ticker(&engine);
         Ok(PythonEngine {
             shared: Arc::new(Shared {
                 engine,
-                base_linker,
                 instance_pre,
-                trampoline,
+                lib: snapshot.lib,
+                live: Arc::new(AtomicUsize::new(0)),
+                limits,
             }),
         })
     }
 
-    /// Boots a runtime on its own thread and waits until its interpreter is parked.
+    /// Starts a runtime on its own thread and waits until its instance is ready.
     async fn boot(&self, options: RuntimeOptions) -> Result<Arc<dyn Runtime>, RunnerError> {
+        if options.memory_mb > self.shared.limits.max_memory_mb {
+            return Err(RunnerError::new(
+                code_runner_core::ErrorCode::ResourceExhausted,
+                format!(
+                    "memory_mb {} is above this engine's {} MiB",
+                    options.memory_mb, self.shared.limits.max_memory_mb
+                ),
+            ));
+        }
         std::fs::create_dir_all(&options.work_dir).map_err(|err| {
             RunnerError::engine(format!(
                 "cannot create {}: {err}",
@@ -175,6 +267,7 @@ impl PythonEngine {
         })?;
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| RunnerError::engine("the python engine needs a tokio runtime"))?;
+        let slot = self.shared.claim()?;
         let link = Arc::new(Link::default());
         let (commands, receiver) = std::sync::mpsc::channel();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
@@ -184,6 +277,7 @@ impl PythonEngine {
             options,
             link: link.clone(),
             runtime,
+            slot,
         };
         std::thread::Builder::new()
             .name("code-runner-python".into())
@@ -204,11 +298,11 @@ impl PythonEngine {
             Ok(Err(message)) => {
                 runtime.close().await;
                 Err(RunnerError::engine(format!(
-                    "python failed to boot: {message}"
+                    "python failed to start: {message}"
                 )))
             }
             Err(_) => Err(RunnerError::engine(
-                "python runtime thread ended during boot",
+                "python runtime thread ended during start-up",
             )),
         }
     }
@@ -325,7 +419,7 @@ fn start_ticker(engine: &wasmtime::Engine) {
         .push(engine.clone());
 }
 
-/// A fresh random token (128 bits, hex) for framing the wrapper channel and naming temp files.
+/// A fresh random token (128 bits, hex) for naming temp files.
 pub(crate) fn random_token() -> String {
     let bytes: [u8; 16] = rand::random();
     bytes.iter().map(|b| format!("{b:02x}")).collect()

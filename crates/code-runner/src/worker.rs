@@ -10,7 +10,7 @@ use code_runner_core::wire::{
     FunctionsInfoRequest, FunctionsInfoResponse, RegisterRequest, RegisterResponse, RunRequest,
     RunResponse, TeardownRequest, TeardownResponse, schema_of,
 };
-use code_runner_core::{Config, DEFAULT_MEMORY_MB, Engine, Lang, RunnerError};
+use code_runner_core::{Config, Engine, Lang, RunnerError};
 use serde_json::{Value, json};
 
 use crate::bus::{Bus, CallError, Caller, FUNCTIONS_INFO, Function, Handler};
@@ -34,7 +34,8 @@ pub struct WorkerOptions {
     /// directory that already holds one keeps it: that file is the
     /// configuration, changed live with `configuration::set` or by hand.
     pub config: Config,
-    /// python.wasm, if not at its default location.
+    /// The python snapshot's directory (built by `scripts/fetch-python-wasm`),
+    /// if not at its default location.
     pub python_wasm: Option<PathBuf>,
 }
 
@@ -100,8 +101,8 @@ impl Worker {
     ///
     /// # Errors
     /// `code-runner::engine` when the data directory is unusable or locked by
-    /// another worker. A missing python.wasm is not fatal: python runs then
-    /// answer `code-runner::engine` saying how to fetch it.
+    /// another worker. A missing python snapshot is not fatal: python runs
+    /// then answer `code-runner::engine` saying how to build it.
     pub async fn start(options: WorkerOptions) -> Result<Worker, RunnerError> {
         Worker::start_with(options, true).await
     }
@@ -122,37 +123,28 @@ impl Worker {
         let config = file.load_or_seed(&options.config)?;
         let runtimes_dir = options.data_dir.join("runtimes");
         clear_dir(&runtimes_dir)?;
-        let wasm = options
+        let dir = options
             .python_wasm
             .clone()
-            .unwrap_or_else(code_runner_python::default_wasm_path);
-        let python =
-            tokio::task::spawn_blocking(move || code_runner_python::PythonEngine::load(&wasm))
-                .await
-                .map_err(|err| {
-                    RunnerError::engine(format!("python engine loader panicked: {err}"))
-                })?
-                .map(|engine| Arc::new(engine) as Arc<dyn Engine>)
-                .map_err(|err| err.to_string());
+            .unwrap_or_else(code_runner_python::default_snapshot_dir);
+        let limits = code_runner_python::EngineLimits {
+            max_runtimes: config.max_runtimes,
+            max_memory_mb: config.max_memory_mb,
+        };
+        let python = tokio::task::spawn_blocking(move || {
+            code_runner_python::PythonEngine::load(&dir, limits)
+        })
+        .await
+        .map_err(|err| RunnerError::engine(format!("python engine loader panicked: {err}")))?
+        .map(|engine| Arc::new(engine) as Arc<dyn Engine>)
+        .map_err(|err| err.to_string());
         if let Err(message) = &python {
             tracing::warn!("python engine unavailable: {message}");
         }
-        let python_pool = python
-            .as_ref()
-            .ok()
-            .filter(|_| warm_pool && config.warm_pool > 0)
-            .map(|engine| {
-                let memory_mb = DEFAULT_MEMORY_MB.min(config.max_memory_mb);
-                WarmPool::new(
-                    engine.clone(),
-                    memory_mb,
-                    config.warm_pool,
-                    runtimes_dir.clone(),
-                )
-            });
-        if let Some(pool) = &python_pool {
-            pool.refill();
-        }
+        // Python instantiates its snapshot per run (about a millisecond, no
+        // boot to hide), so it keeps no warm pool.
+        let python_pool: Option<Arc<WarmPool>> = None;
+        let _ = warm_pool;
         let watched = file.path().to_path_buf();
         let inner = Arc::new_cyclic(|weak| Inner {
             settings: Settings::new(config, Arc::new(file)),

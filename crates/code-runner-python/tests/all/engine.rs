@@ -9,6 +9,8 @@ use code_runner_core::{
 };
 use serde_json::{Value, json};
 
+use code_runner_python::{EngineLimits, PythonEngine};
+
 use crate::engine;
 
 async fn runtime(memory_mb: u64) -> (Arc<dyn Runtime>, tempfile::TempDir) {
@@ -194,28 +196,38 @@ async fn binding_round_trip() {
     rt.close().await;
 }
 
-/// A missing python.wasm is an error that says how to fetch it.
+/// A missing snapshot is an error that names the directory and how to build it.
 #[test]
-fn missing_wasm_says_how_to_fetch_it() {
+fn missing_snapshot_says_how_to_build_it() {
     let dir = tempfile::tempdir().unwrap();
-    let err = code_runner_python::PythonEngine::load(&dir.path().join("python.wasm")).unwrap_err();
+    let missing = dir.path().join("python-snapshot");
+    let err = PythonEngine::load(&missing, EngineLimits::default()).unwrap_err();
     let text = err.to_string();
     assert!(
-        text.contains("not found") && text.contains("scripts/fetch-python-wasm"),
+        text.contains("no python snapshot")
+            && text.contains(&missing.display().to_string())
+            && text.contains("scripts/fetch-python-wasm"),
         "{text}"
     );
 }
 
-/// A file with the wrong bytes is refused by its sha256, never run.
+/// A snapshot whose component lost bytes is refused by its sha256, never run,
+/// and the message names the file and the fix.
 #[test]
-fn corrupt_wasm_is_refused_by_hash() {
+fn corrupt_snapshot_is_refused_by_hash() {
+    let built = code_runner_python::default_snapshot_dir();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("python.wasm");
-    std::fs::write(&path, b"\0asm\x01\0\0\0 not really python").unwrap();
-    let err = code_runner_python::PythonEngine::load(&path).unwrap_err();
+    std::fs::copy(built.join("manifest"), dir.path().join("manifest")).unwrap();
+    std::fs::create_dir(dir.path().join("lib")).unwrap();
+    std::fs::write(dir.path().join("lib/os.py"), b"").unwrap();
+    let wasm = dir.path().join("runner.wasm");
+    std::fs::write(&wasm, b"\0asm\x0d\0\x01\0 not really python").unwrap();
+    let err = PythonEngine::load(dir.path(), EngineLimits::default()).unwrap_err();
     let text = err.to_string();
     assert!(
-        text.contains("sha256") && text.contains("expected"),
+        text.contains("sha256")
+            && text.contains(&wasm.display().to_string())
+            && text.contains("scripts/fetch-python-wasm"),
         "{text}"
     );
 }
@@ -251,4 +263,38 @@ async fn output_is_bounded_while_written() {
             .contains("[…stderr truncated: was ~98 KB; middle omitted]")
     );
     rt.close().await;
+}
+
+/// Modules outside the snapshot import from the read-only stdlib mount, and
+/// importing them is no sandbox denial (no bytecode is written there).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_whole_stdlib_imports_from_the_read_only_mount() {
+    let (rt, _dir) = runtime(128).await;
+    let out = rt
+        .run(turn(
+            "import sys\nfresh = [m for m in ('tomllib', 'xml.dom.minidom', 'email.mime.text', 'graphlib') if m not in sys.modules]\n\
+             import tomllib, xml.dom.minidom, email.mime.text, graphlib\n\
+             result = [fresh, tomllib.loads('a = 1'), xml.dom.minidom.parseString('<a/>').documentElement.tagName]",
+        ))
+        .await;
+    assert_eq!(
+        value(&out),
+        json!([["tomllib", "xml.dom.minidom", "email.mime.text", "graphlib"], {"a": 1}, "a"])
+    );
+    assert!(!out.denied, "reading the stdlib is no denial");
+    rt.close().await;
+}
+
+/// The snapshot froze one PRNG state; every instance reseeds it, so two
+/// runtimes draw different numbers.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_instance_reseeds_the_prng() {
+    let (a, _da) = runtime(128).await;
+    let (b, _db) = runtime(128).await;
+    let program = "import random\nresult = [random.random() for _ in range(4)]";
+    let first = value(&a.run(turn(program)).await);
+    let second = value(&b.run(turn(program)).await);
+    assert_ne!(first, second);
+    a.close().await;
+    b.close().await;
 }

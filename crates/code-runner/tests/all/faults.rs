@@ -349,7 +349,7 @@ fault_matrix! {
         ..Case::DEFAULT
     };
 
-    /// 25000 files cross /work's 20000-entry budget.
+    /// 25000 entries cross /work's 20000-entry budget.
     work_flood_in_files_is_resource_exhausted => Case {
         python: Code::Src(include_str!("../fixtures/work_flood_files.py")),
         timeout_ms: Some(30_000),
@@ -395,8 +395,8 @@ fault_matrix! {
         ..Case::DEFAULT
     };
 
-    /// fd 0 is the host channel: guest reads see end-of-file, hand-written
-    /// writes to fd 0 (even a forged frame) and fd 1 do not break it.
+    /// stdin is empty (reads see end-of-file), fd 0 carries nothing to the
+    /// host (a frame-like write is refused), and fd 1 written by hand is stdout.
     stdin_reads_and_raw_fd_writes_do_not_break_the_channel => Case {
         python: Code::Src(include_str!("../fixtures/stdin_and_raw_fds.py")),
         expect: Expect::Response(|body| {
@@ -499,10 +499,10 @@ async fn teardown_during_a_call_answers_expired_to_that_call() {
     server.assert_still_serves().await;
 }
 
-/// The channel token is reachable from guest code (one frame up), so a guest
-/// can forge the wrapper's `done` frame and keep running. Whatever that turn
-/// answers, the guest must not outlive the turn's deadline: the runtime's next
-/// call answers on time (a fresh 4, or a documented error), not never.
+/// A guest that tries to end its turn early (a frame-like text on every
+/// descriptor, a nested call of the runner's own turn function) and keeps
+/// running must not outlive the turn's deadline: the runtime's next call
+/// answers on time (a fresh 4, or a documented error), not never.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_done_frame_does_not_outlive_the_turn_deadline() {
     let mut server = Server::process("").await;

@@ -3,7 +3,7 @@
 //! Everything goes through real components: a real `Worker` on real
 //! wasmtime, called over real HTTP on `127.0.0.1:0` (in-process, or the
 //! real `code-runner` binary where a regression could kill the process).
-//! Needs python.wasm in its cache: `scripts/fetch-python-wasm`.
+//! Needs the python snapshot in its cache: `scripts/fetch-python-wasm`.
 
 mod bad_input;
 mod bridge;
@@ -13,6 +13,7 @@ mod config;
 mod engine_util;
 mod faults;
 mod guidance;
+mod hardening;
 mod http;
 mod iii_engine;
 mod info;

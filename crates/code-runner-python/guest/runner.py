@@ -1,22 +1,39 @@
-# code-runner's guest wrapper: runs inside python.wasm, one turn at a time.
+# code-runner's guest runner: CPython inside a WebAssembly component.
 #
-# The host writes frames to our fd 0 ("<length>\n<json>"); we answer with one
-# fd_write on fd 0 per frame, prefixed by the per-boot token the host sent
-# first. The host treats fd 0 writes without the token as noise and answers a
-# guest's own read of fd 0 with end-of-file, so guest code that reads stdin or
-# writes fd 0/1 by hand cannot break the channel. fd 1 and fd 2 are the guest's
-# stdout and stderr, captured (and capped) by the host as they are written.
+# componentize-py runs this module once, at build time, and snapshots the
+# interpreter's memory right after: everything imported or defined at module
+# level here is already there when an instance starts. The host then calls the
+# `turn` export once per turn (see runner.wit) and answers the `call` import
+# for each binding call. There is no other channel: program output goes to the
+# component's stdout/stderr, which the host captures and bounds as it is
+# written, and nothing a program writes can pass for the end of its turn.
 #
-# Boot time is most of a one-shot run, so the wrapper imports only C modules:
-# JSON goes through `_json` directly (the `json` package pulls in `re` and
-# compiles regexes at import), and `traceback` is imported on the first
-# exception. The interpreter runs with -S, so `exit`/`quit` are defined here.
-import _json
+# The standard library modules below are imported into the snapshot, so a
+# program's `import json` costs nothing; any other module is read from the
+# read-only /python mount on first import.
 import builtins as _builtins
 import io as _io
+import json as _json_pkg  # noqa: F401 - pre-imported for programs
 import math as _math
 import os as _os
 import sys as _sys
+
+# A read-only stdlib mount must not be written to (nor count as a denial).
+_sys.dont_write_bytecode = True
+
+import base64, bisect, calendar, collections, copy, csv, dataclasses, datetime  # noqa: E401,F401
+import decimal, difflib, enum, fractions, functools, hashlib, heapq, html  # noqa: E401,F401
+import itertools, operator, pathlib, pprint, random, re, statistics, string  # noqa: E401,F401
+import struct, textwrap, time, traceback, typing, urllib.parse, uuid, zlib  # noqa: E401,F401
+
+try:
+    import sqlite3  # noqa: F401
+except ImportError:  # a build without _sqlite3: the program's own import says so
+    pass
+
+import _json
+import wit_world
+from wit_world import call as _host_call
 
 
 class _Decoder:
@@ -63,69 +80,35 @@ class _Quitter:
 _builtins.exit = _Quitter("exit")
 _builtins.quit = _Quitter("quit")
 
-_MAX_FRAME = 64 * 1024 * 1024
-
-# Snapshots of the builtins `_main` binds as locals, taken before any program runs.
-(_len, _min, _int, _str, _float, _bool, _list, _tuple, _dict, _set, _type, _id, _enumerate,
- _memoryview, _object, _sorted, _setattr, _compile, _exec, _super, _isinstance,
- _BaseException, _Exception, _SystemExit, _TypeError, _ValueError, _KeyError, _AttributeError,
- _RecursionError, _UnicodeEncodeError, _EOFError) = (
-    len, min, int, str, float, bool, list, tuple, dict, set, type, id, enumerate, memoryview,
-    object, sorted, setattr, compile, exec, super, isinstance, BaseException, Exception,
-    SystemExit, TypeError, ValueError, KeyError, AttributeError, RecursionError,
-    UnicodeEncodeError, EOFError)
+# Largest result the runner hands over as a value unless the task says less;
+# past it, only its facts (the host never parses what it would not keep).
+_MAX_RESULT = 16 * 1024 * 1024
+# Longest exception text in the turn's head (stderr has the whole traceback).
+_MAX_EXCEPTION = 64 * 1024
+# Exit codes are i64 on the host.
+_I64 = (-(1 << 63), (1 << 63) - 1)
 
 
-def _main():
-    # Everything the channel needs is bound here, once: a guest that rebinds
-    # os.write or this module's globals cannot reach the wrapper's copies.
-    read_fd = 0
-    os_read, os_write, loads, dumps = _os.read, _os.write, _loads, _dumps
-    sys, builtins, isfinite = _sys, _builtins, _math.isfinite
-    # The builtins the wrapper uses, bound as locals for the same reason: a
-    # program that rebinds `builtins.len` breaks itself, not the channel.
-    (len, min, int, str, float, bool, list, tuple, dict, set, type, id, enumerate, memoryview,
+def _make_turn():
+    # Everything a turn needs is bound here, once, as closure locals: a guest
+    # that rebinds builtins or module attributes breaks only itself.
+    (len, min, int, str, float, bool, list, tuple, dict, set, type, id, enumerate,
      object, sorted, setattr, compile, exec, super, isinstance, BaseException, Exception,
      SystemExit, TypeError, ValueError, KeyError, AttributeError, RecursionError,
-     UnicodeEncodeError, EOFError) = (
-        _len, _min, _int, _str, _float, _bool, _list, _tuple, _dict, _set, _type, _id, _enumerate,
-        _memoryview, _object, _sorted, _setattr, _compile, _exec, _super, _isinstance,
-        _BaseException, _Exception, _SystemExit, _TypeError, _ValueError, _KeyError,
-        _AttributeError, _RecursionError, _UnicodeEncodeError, _EOFError)
-
-    def read_exact(n):
-        chunks = []
-        while n > 0:
-            chunk = os_read(read_fd, min(n, 1 << 20))
-            if not chunk:
-                raise EOFError("host channel closed")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
-
-    def read_frame():
-        header = b""
-        while not header.endswith(b"\n"):
-            byte = os_read(read_fd, 1)
-            if not byte:
-                raise EOFError("host channel closed")
-            header += byte
-        return loads(read_exact(int(header)).decode("utf-8"))
-
-    boot = read_frame()
-    token = boot["token"].encode("ascii")
-
-    def send(payload):
-        frame = token + payload
-        view = memoryview(frame)
-        while view:
-            written = os_write(0, view)
-            view = view[written:]
+     UnicodeEncodeError, MemoryError, callable) = [getattr(_builtins, name) for name in (
+        "len", "min", "int", "str", "float", "bool", "list", "tuple", "dict", "set", "type",
+        "id", "enumerate", "object", "sorted", "setattr", "compile", "exec", "super",
+        "isinstance", "BaseException", "Exception", "SystemExit", "TypeError", "ValueError",
+        "KeyError", "AttributeError", "RecursionError", "UnicodeEncodeError", "MemoryError",
+        "callable")]
+    loads, dumps, host_call = _loads, _dumps, _host_call
+    sys, os, builtins, isfinite, traceback_module = _sys, _os, _builtins, _math.isfinite, traceback
+    os_write, random_seed = _os.write, random.seed
 
     class NotJson(Exception):
         pass
 
-    def check(value, path, depth, active):
+    def check(value, path, depth, limit, active):
         kind = type(value)
         if value is None or kind is bool or kind is int:
             return
@@ -139,9 +122,9 @@ def _main():
             except UnicodeEncodeError:
                 raise NotJson(f"the string at {path} holds a lone surrogate") from None
             return
-        if depth > 200:
-            raise NotJson(f"{path} is nested more than 200 levels deep")
         if kind is list or kind is tuple or kind is dict:
+            if depth >= limit:
+                raise NotJson(f"{path} is nested more than {limit} levels deep")
             if id(value) in active:
                 raise NotJson(f"{path} is a cycle")
             active.add(id(value))
@@ -149,18 +132,18 @@ def _main():
                 for key, item in value.items():
                     if type(key) is not str:
                         raise NotJson(f"{path} has a non-string key {key!r}")
-                    check(key, path, depth, active)
-                    check(item, f"{path}[{key!r}]", depth + 1, active)
+                    check(key, path, depth, limit, active)
+                    check(item, f"{path}[{key!r}]", depth + 1, limit, active)
             else:
                 for index, item in enumerate(value):
-                    check(item, f"{path}[{index}]", depth + 1, active)
+                    check(item, f"{path}[{index}]", depth + 1, limit, active)
             active.discard(id(value))
             return
         raise NotJson(f"{path} is a {kind.__name__}, which JSON cannot represent")
 
-    def to_json(value, path):
-        check(value, path, 0, set())
-        return dumps(value).encode("utf-8")
+    def to_json(value, path, limit):
+        check(value, path, 0, limit, set())
+        return dumps(value)
 
     def shape(value):
         if isinstance(value, (list, tuple)):
@@ -177,18 +160,20 @@ def _main():
             self.code = code
             self.message = message
 
+    # The nesting limit of the turn in flight, for binding arguments too.
+    depth_limit = [100]
+
     def make_member(ns_global, member, error_class, member_property):
         def call(*args, **kwargs):
             if args and kwargs or len(args) > 1:
                 raise TypeError(f"{ns_global}.{member} takes one argument (a JSON value) or keywords")
             arg = args[0] if args else (kwargs if kwargs else None)
             try:
-                body = to_json(arg, "argument")
+                body = to_json(arg, "argument", depth_limit[0])
             except NotJson as err:
                 raise TypeError(f"{ns_global}.{member}: {err}") from None
-            head = dumps({"t": "call", "ns": ns_global, "fn": member})
-            send(head.encode("utf-8")[:-1] + b',"args":' + body + b"}")
-            reply = read_frame()
+            head = dumps({"ns": ns_global, "fn": member})
+            reply = loads(host_call(head[:-1] + ',"args":' + body + "}"))
             if "ok" in reply:
                 return reply["ok"]
             err = reply.get("err") or {}
@@ -255,14 +240,31 @@ def _main():
                        for name in spec["functions"]}
             env[ns_global] = Namespace(ns_global, members, dict(spec.get("values") or {}))
 
+    def clean(text):
+        # Valid UTF-8 for the component boundary: lone surrogates become U+FFFD.
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+    def write_stderr(text):
+        data = text.encode("utf-8", "replace")
+        while data:
+            data = data[os_write(2, data):]
+
+    def bound_exception(text):
+        # Keep the traceback's shape: each line cut to a few KiB (a huge
+        # message must not push `Type: message` out), then the last
+        # _MAX_EXCEPTION characters, which end with that line.
+        if len(text) <= _MAX_EXCEPTION:
+            return text
+        limit = 4096
+        lines = [line if len(line) <= limit else line[:limit] + "…" for line in text.split("\n")]
+        return "\n".join(lines)[-_MAX_EXCEPTION:]
+
     def report_exception(exc):
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename != "<run>":
             tb = tb.tb_next
         try:
-            import traceback
-
-            text = "".join(traceback.format_exception(type(exc), exc, tb))
+            text = "".join(traceback_module.format_exception(type(exc), exc, tb))
         except BaseException:
             # Under memory pressure the formatter itself can fail; the
             # exception's type and message still reach the caller.
@@ -274,25 +276,17 @@ def _main():
             sys.stderr.flush()
         except Exception:
             pass
-        data = text.encode("utf-8", "replace")
-        while data:
-            data = data[os_write(2, data):]
+        write_stderr(text)
         return text
 
-    # The program's globals are the dict of a fresh module installed as
-    # __main__, so `import __main__` and pickle find the program's names.
+    # The program's globals are the dict of a module installed as __main__,
+    # so `import __main__` and pickle find the program's names.
     main_module = type(sys)("__main__")
     env = main_module.__dict__
     env["__builtins__"] = builtins
     sys.modules["__main__"] = main_module
     sys.argv = [""]
-    try:
-        _os.chdir("/work")
-        _sys.path.insert(0, "/work")
-    except OSError:
-        pass
-    _sys.stdin = _io.StringIO("")
-    del boot
+    sys.stdin = _io.StringIO("")
 
     # Handlers of published functions, by key (Task::Define / Task::Invoke).
     handlers = {}
@@ -315,59 +309,110 @@ def _main():
             raise HandlerMissing(f"no handler is kept under {key!r}")
         env["result"] = handler(payload)
 
-    while True:
-        turn = read_frame()
-        install(env, turn.get("bindings") or [])
+    first = [True]
+
+    def start_instance():
+        # Once per instance, never in the snapshot: the snapshot froze the
+        # PRNG state, and /work exists only at run time.
+        random_seed()
+        try:
+            os.chdir("/work")
+            if "/work" not in sys.path:
+                sys.path.insert(0, "/work")
+        except OSError:
+            pass
+
+    def exit_code_of(exc):
+        code = exc.code
+        if code is None:
+            return 0
+        if type(code) is int and _I64[0] <= code <= _I64[1]:
+            return code
+        try:
+            sys.stderr.write(f"{code}\n")
+        except BaseException:
+            try:
+                write_stderr(f"{code}\n")
+            except BaseException:
+                pass
+        return 1
+
+    def turn(task_text):
+        if first[0]:
+            first[0] = False
+            start_instance()
+        task = loads(task_text)
+        del task_text
+        depth_limit[0] = task.get("max_depth", 100)
+        max_result = task.get("max_result", _MAX_RESULT)
+        install(env, task.get("bindings") or [])
         env.pop("result", None)
         exit_code = 0
         exception = None
         try:
-            if "invoke" in turn:
-                invoke(turn["invoke"], turn.get("payload"))
-            elif "define" in turn:
-                define(turn["define"], turn["code"])
+            if "invoke" in task:
+                invoke(task["invoke"], task.get("payload"))
+            elif "define" in task:
+                define(task["define"], task["code"])
             else:
-                exec(compile(turn["code"], "<run>", "exec"), env)
+                exec(compile(task["code"], "<run>", "exec"), env)
         except SystemExit as exc:
-            code = exc.code
-            if code is None:
-                exit_code = 0
-            elif type(code) is int:
-                exit_code = code
-            else:
-                try:
-                    sys.stderr.write(f"{code}\n")
-                except Exception:
-                    os_write(2, f"{code}\n".encode("utf-8", "replace"))
-                exit_code = 1
+            exit_code = exit_code_of(exc)
         except BaseException as exc:  # noqa: B036 - a guest's KeyboardInterrupt is its own failure
             exit_code = 1
             exception = report_exception(exc)
-        del turn
+        del task
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
-            except Exception:
+            except BaseException:
                 pass
-        head = {"t": "done", "exit_code": exit_code}
+        head = {"exit_code": exit_code}
         if exception is not None:
-            head["exception"] = exception
+            head["exception"] = clean(bound_exception(exception))
         value = env.get("result") if exit_code == 0 else None
-        body = b""
+        body = None
         if value is not None:
             try:
-                encoded = to_json(value, "result")
-                if len(encoded) > _MAX_FRAME:
-                    head["oversize"] = {"bytes": len(encoded), "shape": shape(value)}
+                # The C encoder first: a value over the cap is measured at C
+                # speed and never walked in Python (nor sent).
+                try:
+                    encoded = dumps(value)
+                except (TypeError, ValueError, RecursionError, OverflowError):
+                    encoded = None
+                if encoded is not None and len(encoded) > max_result:
+                    size = len(encoded.encode("utf-8", "surrogatepass"))
+                    head["oversize"] = {"bytes": size, "shape": shape(value)}
                 else:
-                    body = b',"result":' + encoded
+                    encoded = to_json(value, "result", depth_limit[0])
+                    if len(encoded.encode("utf-8")) > max_result:
+                        head["oversize"] = {"bytes": len(encoded.encode("utf-8")), "shape": shape(value)}
+                    else:
+                        body = encoded
             except NotJson as err:
-                head["not_json"] = str(err)
+                head["not_json"] = clean(str(err)[:_MAX_EXCEPTION])
             except RecursionError:
                 head["not_json"] = "the result is nested too deeply"
+            except MemoryError:
+                head["not_json"] = "the result is too large to write as JSON in this runtime's memory"
             except ValueError as err:
-                head["not_json"] = f"the result cannot be written as JSON: {err}"
-        send(dumps(head).encode("utf-8", "replace")[:-1] + body + b"}")
+                head["not_json"] = clean(f"the result cannot be written as JSON: {err}"[:_MAX_EXCEPTION])
+        return (dumps(head), body)
+
+    return turn
 
 
-_main()
+_turn = _make_turn()
+
+
+class WitWorld(wit_world.WitWorld):
+    def turn(self, task):
+        return _turn(task)
+
+# Everything above lives in the snapshot, which every instance shares
+# copy-on-write: freeze it out of the cyclic GC, whose passes would otherwise
+# write to (and so copy) its pages in every instance.
+import gc as _gc  # noqa: E402
+
+_gc.collect()
+_gc.freeze()

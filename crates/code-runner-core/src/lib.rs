@@ -53,6 +53,6 @@ pub use engine::{
     AbortSignal, Completion, Engine, FailureKind, Fault, Runtime, RuntimeOptions, Task, TurnEnding,
     TurnOutcome, TurnSpec,
 };
-pub use error::{ErrorCode, RunnerError};
+pub use error::{ErrorCode, MAX_ERROR_MESSAGE_BYTES, RunnerError, bound_message};
 pub use settle::{Settled, ValuePolicy, settle_completion, settle_response};
 pub use wire::{Lang, RunRequest, RunResponse, TeardownRequest, TeardownResponse};

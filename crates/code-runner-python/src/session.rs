@@ -397,6 +397,7 @@ pub fn thread_main(
         let (outcome, returned) = run_interpreter(&boot, commands, pending.take(), ready.take());
         commands = returned;
         if let Err(message) = outcome {
+            let message = code_runner_core::bound_message(message);
             tracing::warn!("python interpreter ended: {message}");
         }
         if boot.link.closing.load(Ordering::SeqCst) {

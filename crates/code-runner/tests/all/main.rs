@@ -8,6 +8,7 @@
 mod bad_input;
 mod capacity;
 mod cli;
+mod error_text;
 mod faults;
 mod http;
 mod keep;

@@ -2,7 +2,8 @@
 //!
 //! - [`Worker`]: configuration, engines, the runtime [`registry`] and the [`bus`].
 //! - [`functions`]: `code-runner::run`, `code-runner::teardown`, and the guest's `iii`.
-//! - [`http`]: the HTTP API; [`cli`]: `serve`, `call` and `bench` ([`bench`]).
+//! - [`http`]: the HTTP API; [`cli`]: `serve`, `call` and `bench` ([`bench`]);
+//!   [`logging`]: the process log.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -27,6 +28,7 @@ pub mod cli;
 pub mod functions;
 pub mod http;
 mod ids;
+pub mod logging;
 pub mod pool;
 pub mod registry;
 mod worker;

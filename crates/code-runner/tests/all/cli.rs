@@ -231,3 +231,23 @@ fn bench_quick_prints_a_table_and_writes_json() {
     let report: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert!(report.is_object() && !report.as_object().unwrap().is_empty());
 }
+
+/// Logs written to a file or a pipe carried ANSI colour codes; colour is for
+/// terminals only. (`NO_COLOR` is unset here: the pipe alone must decide.)
+#[test]
+fn logs_to_a_pipe_carry_no_colour_codes() {
+    let output = output_within(
+        binary()
+            .env_remove("NO_COLOR")
+            .args(["call", RUN, "--json", "[1]"]),
+        CALL_LIMIT,
+    );
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("ERROR"), "{stderr}");
+    assert!(stderr.contains("--json must be a JSON object"), "{stderr}");
+    assert!(
+        !stderr.contains('\x1b'),
+        "colour codes in a piped log: {stderr:?}"
+    );
+}

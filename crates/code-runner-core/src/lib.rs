@@ -36,6 +36,7 @@ mod code_runtime;
 mod config;
 mod engine;
 mod error;
+mod fs;
 mod settle;
 pub mod wire;
 
@@ -54,5 +55,6 @@ pub use engine::{
     TurnOutcome, TurnSpec,
 };
 pub use error::{ErrorCode, MAX_ERROR_MESSAGE_BYTES, RunnerError, bound_message};
+pub use fs::create_private_dir;
 pub use settle::{Settled, ValuePolicy, settle_completion, settle_response};
 pub use wire::{Lang, RunRequest, RunResponse, TeardownRequest, TeardownResponse};

@@ -167,7 +167,7 @@ impl PythonEngine {
 
     /// Boots a runtime on its own thread and waits until its interpreter is parked.
     async fn boot(&self, options: RuntimeOptions) -> Result<Arc<dyn Runtime>, RunnerError> {
-        std::fs::create_dir_all(&options.work_dir).map_err(|err| {
+        code_runner_core::create_private_dir(&options.work_dir).map_err(|err| {
             RunnerError::engine(format!(
                 "cannot create {}: {err}",
                 options.work_dir.display()

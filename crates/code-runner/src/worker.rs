@@ -264,6 +264,6 @@ fn clear_dir(dir: &Path) -> Result<(), RunnerError> {
             ))
         })?;
     }
-    std::fs::create_dir_all(dir)
+    code_runner_core::create_private_dir(dir)
         .map_err(|err| RunnerError::engine(format!("cannot create {}: {err}", dir.display())))
 }

@@ -11,6 +11,7 @@ use code_runner_core::Config;
 use serde_json::{Map, Value};
 
 use crate::bus::CallError;
+use crate::http::HttpOptions;
 use crate::worker::{Worker, WorkerOptions};
 
 /// Run untrusted Python (and soon JavaScript) in-process, with hard limits.
@@ -34,6 +35,17 @@ enum Command {
         /// YAML configuration; seeds `<data-dir>/configuration/code-runner.yaml` on first boot only.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Let pages of this origin (scheme://host[:port]) call from a browser, with CORS; repeatable.
+        /// The server's own origin is always allowed.
+        #[arg(long = "allow-origin", value_name = "URL")]
+        allow_origins: Vec<String>,
+        /// Answer requests whose Host is this name; repeatable. IP addresses and localhost
+        /// are always accepted; other names are refused (DNS rebinding).
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_hosts: Vec<String>,
+        /// Open connections at most; past it the longest-open idle one is closed.
+        #[arg(long, default_value_t = crate::http::DEFAULT_MAX_CONNECTIONS)]
+        max_connections: usize,
     },
     /// Call a function and print its answer as JSON: in-process, or on a server with --url.
     Call {
@@ -68,7 +80,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             listen,
             data_dir,
             config,
-        } => serve(listen, data_dir, config.as_deref()).await,
+            allow_origins,
+            allow_hosts,
+            max_connections,
+        } => {
+            let http = HttpOptions {
+                allow_origins,
+                allow_hosts,
+                max_connections,
+                ..HttpOptions::default()
+            };
+            serve(listen, data_dir, config.as_deref(), http).await
+        }
         Command::Call {
             function_id,
             args,
@@ -154,7 +177,10 @@ async fn serve(
     listen: SocketAddr,
     data_dir: PathBuf,
     seed: Option<&Path>,
+    http: HttpOptions,
 ) -> anyhow::Result<ExitCode> {
+    http.validate()
+        .map_err(|message| anyhow::anyhow!(message))?;
     let config = load_config(&data_dir, seed)?;
     let worker = Worker::start(WorkerOptions {
         data_dir: data_dir.clone(),
@@ -171,7 +197,7 @@ async fn serve(
         listener.local_addr()?,
         data_dir.display()
     );
-    crate::http::serve(listener, worker.clone(), shutdown_signal()).await?;
+    crate::http::serve_with(listener, worker.clone(), http, shutdown_signal()).await?;
     worker.shutdown().await;
     Ok(ExitCode::SUCCESS)
 }

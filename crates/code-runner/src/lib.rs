@@ -2,7 +2,7 @@
 //!
 //! - [`Worker`]: configuration, engines, the runtime [`registry`] and the [`bus`].
 //! - [`functions`]: `code-runner::run`, `code-runner::teardown`, and the guest's `iii`.
-//! - [`http`]: the HTTP API; [`cli`]: `serve`, `call` and `bench` ([`bench`]);
+//! - [`http`]: the HTTP API and its edge rules; [`cli`]: `serve`, `call` and `bench` ([`bench`]);
 //!   [`logging`]: the process log.
 //!
 //! ```no_run

@@ -8,6 +8,8 @@
 mod bad_input;
 mod capacity;
 mod cli;
+mod edge_limits;
+mod edge_rules;
 mod error_text;
 mod faults;
 mod http;

@@ -23,11 +23,20 @@ pub const RUN: &str = "code-runner::run";
 /// The id of the teardown function.
 pub const TEARDOWN: &str = "code-runner::teardown";
 
-/// Deserializes a payload; the error names the offending field.
+/// Deserializes a payload, which must be a JSON object (serde would also
+/// take a struct's fields as an array, in order); the error names the
+/// offending field.
 ///
 /// # Errors
-/// `code-runner::invalid_request` with the field path and serde's reason.
+/// `code-runner::invalid_request` for a non-object, else with the field path
+/// and serde's reason.
 pub fn parse<T: DeserializeOwned>(payload: Value) -> Result<T, RunnerError> {
+    if !payload.is_object() {
+        return Err(RunnerError::invalid(format!(
+            "the payload must be a JSON object of named fields, got {}",
+            crate::http::json_kind(&payload)
+        )));
+    }
     serde_path_to_error::deserialize(payload).map_err(|err| {
         let path = err.path().to_string();
         let inner = err.into_inner();

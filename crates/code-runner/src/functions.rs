@@ -100,7 +100,7 @@ pub(crate) async fn run(inner: Arc<Inner>, payload: Value) -> Result<Value, Call
     let (runtime, dir) = match warm {
         Some(warm) => (warm.runtime, warm.dir),
         None => {
-            let dir = WorkDir(inner.runtimes_dir.join(new_dir_name()));
+            let dir = WorkDir::create(inner.runtimes_dir.join(new_dir_name()))?;
             let options = RuntimeOptions {
                 memory_mb,
                 work_dir: dir.0.clone(),
@@ -119,7 +119,8 @@ pub(crate) async fn run(inner: Arc<Inner>, payload: Value) -> Result<Value, Call
         return Ok(serde_json::to_value(response).unwrap_or(Value::Null));
     }
     runtime.close().await;
-    drop((dir, slot));
+    dir.remove().await;
+    drop(slot);
     refill_pool(&inner, lang);
     let response = settle_response(outcome, caps, elapsed(started), None)?;
     Ok(serde_json::to_value(response).unwrap_or(Value::Null))

@@ -25,12 +25,14 @@
 pub mod bench;
 pub mod bus;
 pub mod cli;
+mod detached;
 pub mod functions;
 pub mod http;
 mod ids;
 pub mod logging;
 pub mod pool;
 pub mod registry;
+mod workdir;
 mod worker;
 
 pub use bus::CallError;

@@ -210,10 +210,10 @@ where
     let f = Arc::new(f);
     Arc::new(move |payload: Value| {
         let (weak, f) = (weak.clone(), f.clone());
-        Box::pin(async move {
+        Box::pin(crate::detached::detached(async move {
             let inner = weak.upgrade().ok_or_else(shutting_down)?;
             f(inner, payload).await
-        })
+        }))
     })
 }
 

@@ -14,6 +14,7 @@ mod error_text;
 mod faults;
 mod http;
 mod keep;
+mod lifetimes;
 mod limits;
 mod run;
 mod util;

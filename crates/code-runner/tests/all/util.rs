@@ -395,13 +395,19 @@ pub struct ServeProcess {
 impl ServeProcess {
     /// Starts `serve --data-dir data_dir [--config config]` and waits until it listens.
     pub fn spawn(data_dir: &Path, config: Option<&Path>) -> ServeProcess {
+        ServeProcess::spawn_with(data_dir, config, &[])
+    }
+
+    /// As [`ServeProcess::spawn`], with more `serve` flags.
+    pub fn spawn_with(data_dir: &Path, config: Option<&Path>, flags: &[&str]) -> ServeProcess {
         let mut command = binary();
         command
             .arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--data-dir")
-            .arg(data_dir);
+            .arg(data_dir)
+            .args(flags);
         if let Some(config) = config {
             command.arg("--config").arg(config);
         }

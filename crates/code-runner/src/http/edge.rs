@@ -108,7 +108,7 @@ impl EdgePolicy {
             origin.strip_prefix("http://") == Some(host)
                 || origin.strip_prefix("https://") == Some(host)
         });
-        if own || self.origins.iter().any(|allowed| *allowed == origin) {
+        if own || self.origins.contains(&origin) {
             return Ok(());
         }
         Err(forbidden(format!(

@@ -283,7 +283,7 @@ mod tests {
         assert!(
             parse_object(deep.as_bytes())
                 .unwrap_err()
-                .contains("200 deep")
+                .contains("201 deep")
         );
     }
 }

@@ -149,19 +149,20 @@ pub(crate) fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, String> {
     }
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     if let Some(first) = first.filter(|first| **first != b'{') {
+        // Valid JSON of another kind is named; anything else is malformed.
+        // (Skipping a value allocates nothing, whatever its size.)
+        serde_json::from_slice::<serde::de::IgnoredAny>(bytes)
+            .map_err(|err| format!("malformed JSON body: {err}"))?;
         let kind = match first {
             b'[' => "an array",
             b'"' => "a string",
             b't' | b'f' => "a boolean",
             b'n' => "null",
-            b'-' | b'0'..=b'9' => "a number",
-            _ => "",
+            _ => "a number",
         };
-        if !kind.is_empty() {
-            return Err(format!(
-                "the body must be a JSON object (the function's payload), got {kind}"
-            ));
-        }
+        return Err(format!(
+            "the body must be a JSON object (the function's payload), got {kind}"
+        ));
     }
     let (values, depth) = measure(bytes);
     if values > MAX_BODY_JSON_VALUES {
@@ -261,6 +262,10 @@ mod tests {
                 .unwrap_err()
                 .starts_with("malformed JSON body")
         );
+        for body in [&b"not json"[..], b"nul", b"tru", b"[1,", b"-"] {
+            let err = parse_object(body).unwrap_err();
+            assert!(err.starts_with("malformed JSON body: "), "{err}");
+        }
     }
 
     /// Issue 9 item 9: a 16 MiB `[0,0,…]` value is refused by count, before

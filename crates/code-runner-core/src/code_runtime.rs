@@ -366,7 +366,7 @@ fn tempdir_in(root: &std::path::Path) -> Result<TempWork, String> {
         COUNTER.fetch_add(1, Ordering::Relaxed)
     );
     let path = root.join(name);
-    std::fs::create_dir_all(&path).map_err(|err| {
+    crate::fs::create_private_dir(&path).map_err(|err| {
         format!(
             "cannot create a working directory under {}: {err}",
             root.display()

@@ -36,6 +36,8 @@ mod code_runtime;
 mod config;
 mod engine;
 mod error;
+mod fs;
+pub mod json;
 mod settle;
 pub mod wire;
 
@@ -53,7 +55,8 @@ pub use engine::{
     AbortSignal, Completion, Engine, FailureKind, Fault, Runtime, RuntimeOptions, Task, TurnEnding,
     TurnOutcome, TurnSpec,
 };
-pub use error::{ErrorCode, RunnerError};
+pub use error::{ErrorCode, MAX_ERROR_MESSAGE_BYTES, RunnerError, bound_message};
+pub use fs::create_private_dir;
 pub use settle::{Settled, ValuePolicy, settle_completion, settle_response};
 pub use wire::{
     Lang, RegisterRequest, RegisterResponse, RunRequest, RunResponse, TeardownRequest,

@@ -46,7 +46,9 @@ pub fn settle_completion(completion: Completion, policy: ValuePolicy) -> Settled
         (Completion::NotJson(_), ValuePolicy::Substitute(_)) => Settled::Value(Some(Value::Null)),
         (Completion::NotJson(why), ValuePolicy::Lossless { .. }) => Settled::Failed(
             FailureKind::InvalidOutput,
-            format!("the completion value is not lossless JSON: {why}"),
+            crate::error::bound_message(format!(
+                "the completion value is not lossless JSON: {why}"
+            )),
         ),
         (Completion::Oversize { bytes, shape }, ValuePolicy::Substitute(caps)) => {
             match caps.max_result_bytes {

@@ -259,7 +259,7 @@ impl PythonEngine {
                 ),
             ));
         }
-        std::fs::create_dir_all(&options.work_dir).map_err(|err| {
+        code_runner_core::create_private_dir(&options.work_dir).map_err(|err| {
             RunnerError::engine(format!(
                 "cannot create {}: {err}",
                 options.work_dir.display()

@@ -6,6 +6,7 @@
 //! checked before it is parsed, and a malformed frame costs the guest its own
 //! turn (or its own binding call), nothing more.
 
+use code_runner_core::json::MAX_JSON_DEPTH;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -88,7 +89,8 @@ pub fn parse_call(frame: &str) -> Result<CallFrame, String> {
             MAX_CALL >> 20
         ));
     }
-    serde_json::from_str(frame).map_err(|err| format!("malformed binding call: {err}"))
+    code_runner_core::json::parse_bounded(frame.as_bytes(), MAX_JSON_DEPTH, None)
+        .map_err(|err| format!("malformed binding call: {err}"))
 }
 
 /// The end of a turn, as the runner reports it.
@@ -121,7 +123,8 @@ pub fn parse_head(head: &str) -> Result<Head, String> {
     if head.len() > MAX_HEAD {
         return Err(format!("the turn's head is {} bytes", head.len()));
     }
-    serde_json::from_str(head).map_err(|err| format!("malformed turn head: {err}"))
+    code_runner_core::json::parse_bounded(head.as_bytes(), MAX_JSON_DEPTH, None)
+        .map_err(|err| format!("malformed turn head: {err}"))
 }
 
 /// Parses the result's JSON text, which the runner has checked; the error is
@@ -129,5 +132,6 @@ pub fn parse_head(head: &str) -> Result<Head, String> {
 /// checks gets its own `invalid-output`, nothing worse). The caller has
 /// checked its size.
 pub fn parse_result(text: &str) -> Result<Value, String> {
-    serde_json::from_str(text).map_err(|err| format!("the result is not JSON: {err}"))
+    code_runner_core::json::parse_bounded(text.as_bytes(), MAX_JSON_DEPTH, None)
+        .map_err(|err| format!("the result is not JSON: {err}"))
 }

@@ -31,7 +31,7 @@ impl From<RunnerError> for CallError {
     fn from(err: RunnerError) -> Self {
         CallError {
             code: err.code.as_str().to_string(),
-            message: err.message,
+            message: code_runner_core::bound_message(err.message),
         }
     }
 }

@@ -11,6 +11,7 @@ use code_runner_core::Config;
 use serde_json::{Map, Value};
 
 use crate::bus::CallError;
+use crate::http::HttpOptions;
 use crate::iii::EngineOptions;
 use crate::worker::{Worker, WorkerOptions};
 
@@ -45,6 +46,17 @@ enum Command {
         /// With --engine: serve no HTTP API, only the engine.
         #[arg(long, requires = "engine")]
         no_http: bool,
+        /// Let pages of this origin (scheme://host[:port]) call from a browser, with CORS; repeatable.
+        /// The server's own origin is always allowed.
+        #[arg(long = "allow-origin", value_name = "URL")]
+        allow_origins: Vec<String>,
+        /// Answer requests whose Host is this name; repeatable. IP addresses and localhost
+        /// are always accepted; other names are refused (DNS rebinding).
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_hosts: Vec<String>,
+        /// Open connections at most; past it the longest-open idle one is closed.
+        #[arg(long, default_value_t = crate::http::DEFAULT_MAX_CONNECTIONS)]
+        max_connections: usize,
     },
     /// Call a function and print its answer as JSON: in-process, or on a server with --url.
     Call {
@@ -88,13 +100,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             engine,
             worker_name,
             no_http,
+            allow_origins,
+            allow_hosts,
+            max_connections,
         } => {
             let engine = engine.map(|url| EngineOptions {
                 url,
                 worker_name: worker_name.unwrap_or_else(EngineOptions::default_worker_name),
             });
             let listen = (!no_http).then_some(listen);
-            serve(listen, data_dir, config.as_deref(), engine).await
+            let http = HttpOptions {
+                allow_origins,
+                allow_hosts,
+                max_connections,
+                ..HttpOptions::default()
+            };
+            serve(listen, data_dir, config.as_deref(), engine, http).await
         }
         Command::Call {
             function_id,
@@ -187,7 +208,10 @@ async fn serve(
     data_dir: PathBuf,
     seed: Option<&Path>,
     engine: Option<EngineOptions>,
+    http: HttpOptions,
 ) -> anyhow::Result<ExitCode> {
+    http.validate()
+        .map_err(|message| anyhow::anyhow!(message))?;
     let config = seed_config(&data_dir, seed)?;
     let worker = Worker::start(WorkerOptions {
         data_dir: data_dir.clone(),
@@ -216,7 +240,7 @@ async fn serve(
                 listener.local_addr()?,
                 data_dir.display()
             );
-            crate::http::serve(listener, worker.clone(), shutdown_signal()).await?;
+            crate::http::serve_with(listener, worker.clone(), http, shutdown_signal()).await?;
         }
         None => shutdown_signal().await,
     }

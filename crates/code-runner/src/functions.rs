@@ -27,11 +27,20 @@ pub const TEARDOWN: &str = "code-runner::teardown";
 /// The id of the register function.
 pub const REGISTER: &str = "code-runner::register_function";
 
-/// Deserializes a payload; the error names the offending field.
+/// Deserializes a payload, which must be a JSON object (serde would also
+/// take a struct's fields as an array, in order); the error names the
+/// offending field.
 ///
 /// # Errors
-/// `code-runner::invalid_request` with the field path and serde's reason.
+/// `code-runner::invalid_request` for a non-object, else with the field path
+/// and serde's reason.
 pub fn parse<T: DeserializeOwned>(payload: Value) -> Result<T, RunnerError> {
+    if !payload.is_object() {
+        return Err(RunnerError::invalid(format!(
+            "the payload must be a JSON object of named fields, got {}",
+            crate::http::json_kind(&payload)
+        )));
+    }
     serde_path_to_error::deserialize(payload).map_err(|err| {
         let path = err.path().to_string();
         let inner = err.into_inner();
@@ -110,7 +119,7 @@ pub(crate) async fn run(
     let (runtime, dir) = match warm {
         Some(warm) => (warm.runtime, warm.dir),
         None => {
-            let dir = WorkDir(inner.runtimes_dir.join(new_dir_name()));
+            let dir = WorkDir::create(inner.runtimes_dir.join(new_dir_name()))?;
             let options = RuntimeOptions {
                 memory_mb,
                 work_dir: dir.0.clone(),
@@ -146,7 +155,8 @@ pub(crate) async fn run(
     }
     runtime.close().await;
     live.finish().await;
-    drop((dir, slot));
+    dir.remove().await;
+    drop(slot);
     refill_pool(&inner, lang);
     let response = settle_response(outcome, caps, elapsed(started), None)?;
     Ok(serde_json::to_value(response).unwrap_or(Value::Null))

@@ -1,31 +1,35 @@
 //! HTTP: `POST /v1/call/{function_id}`, `GET /v1/functions`, `GET /healthz`.
+//!
+//! [`app`] is the routes; [`serve_with`] puts them behind the edge: the
+//! `Host`/`Origin`/`Content-Type` rules (`edge`), bodies read within a
+//! deadline and a byte budget and parsed with a value count (`body`), and
+//! hyper connections under a cap with header deadlines (`server`).
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
+mod body;
+mod edge;
+mod server;
+
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde_json::{Value, json};
+use axum::{Extension, Router};
+use serde_json::json;
+
+pub use body::{
+    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_BUFFERED_BODY_BYTES, JsonBody, MAX_BODY_BYTES,
+    MAX_BODY_JSON_DEPTH, MAX_BODY_JSON_VALUES, json_kind,
+};
+pub use server::{DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, HttpOptions};
 
 use crate::bus::{CallError, FUNCTION_NOT_FOUND};
 use crate::worker::Worker;
 
-/// Largest request body accepted: 1 MiB of source survives JSON escaping with room to spare.
-pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
-
 /// The HTTP face of an error: a status and `{"error": {code, message}}`.
 #[derive(Debug)]
 pub struct ApiError(pub CallError);
-
-impl ApiError {
-    fn invalid(message: String) -> Self {
-        ApiError(CallError {
-            code: code_runner_core::ErrorCode::InvalidRequest.as_str().into(),
-            message,
-        })
-    }
-}
 
 /// The HTTP status of a bus error code.
 pub fn status_of(code: &str) -> StatusCode {
@@ -46,30 +50,57 @@ pub fn status_of(code: &str) -> StatusCode {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = status_of(&self.0.code);
-        if status.is_server_error() {
-            tracing::error!(code = %self.0.code, "{}", self.0.message);
+        Refusal {
+            status: status_of(&self.0.code),
+            error: self.0,
         }
-        (status, axum::Json(json!({ "error": self.0 }))).into_response()
+        .into_response()
     }
 }
 
-/// A JSON body whose every rejection is `code-runner::invalid_request` JSON.
-pub struct JsonBody(pub Value);
+/// An error answer with an explicit status: `{"error": {code, message}}`,
+/// the message bounded by [`code_runner_core::MAX_ERROR_MESSAGE_BYTES`]. A
+/// 5xx is logged once, here.
+#[derive(Debug)]
+pub struct Refusal {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The code and message.
+    pub error: CallError,
+}
 
-impl<S: Send + Sync> FromRequest<S> for JsonBody {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|err| {
-            ApiError::invalid(format!("cannot read the request body: {}", err.body_text()))
-        })?;
-        if bytes.is_empty() {
-            return Ok(JsonBody(json!({})));
+impl Refusal {
+    /// A refusal with `status`, `code` and `message`.
+    pub fn new(status: StatusCode, code: &str, message: String) -> Self {
+        Refusal {
+            status,
+            error: CallError {
+                code: code.to_string(),
+                message,
+            },
         }
-        serde_json::from_slice(&bytes)
-            .map(JsonBody)
-            .map_err(|err| ApiError::invalid(format!("malformed JSON body: {err}")))
+    }
+
+    /// `400 code-runner::invalid_request`.
+    pub fn invalid(message: String) -> Self {
+        Refusal::new(
+            StatusCode::BAD_REQUEST,
+            code_runner_core::ErrorCode::InvalidRequest.as_str(),
+            message,
+        )
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let error = CallError {
+            code: self.error.code,
+            message: code_runner_core::bound_message(self.error.message),
+        };
+        if self.status.is_server_error() {
+            tracing::error!(code = %error.code, "{}", error.message);
+        }
+        (self.status, axum::Json(json!({ "error": error }))).into_response()
     }
 }
 
@@ -103,16 +134,52 @@ async fn healthz(State(worker): State<Worker>) -> Response {
     axum::Json(worker.health()).into_response()
 }
 
-/// Serves `app(worker)` on `listener` until `shutdown` resolves.
+/// Serves `app(worker)` on `listener` with the default [`HttpOptions`] until
+/// `shutdown` resolves.
 ///
 /// # Errors
-/// The server's I/O error.
+/// None today; the signature leaves room for listener failures.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     worker: Worker,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(worker))
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_with(listener, worker, HttpOptions::default(), shutdown).await
+}
+
+/// Serves `app(worker)` behind the edge rules of `options` until `shutdown`
+/// resolves, then lets requests in progress finish.
+///
+/// # Errors
+/// `InvalidInput` for an `--allow-origin` that is not an origin.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    worker: Worker,
+    options: HttpOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let router = guarded(app(worker), &options)
+        .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
+    server::serve_router(listener, router, &options, shutdown).await;
+    Ok(())
+}
+
+/// `router` behind the `Host`/`Origin`/`Content-Type` rules, with CORS for
+/// the allowed origins and the body limits of `options`.
+///
+/// # Errors
+/// An `allow_origins` entry that is not an origin.
+pub fn guarded(router: Router, options: &HttpOptions) -> Result<Router, String> {
+    let policy = edge::EdgePolicy::new(&options.allow_origins, &options.allow_hosts)?;
+    let mut router = router.layer(Extension(body::BodyGate::new(
+        options.body_read_timeout,
+        options.max_buffered_body_bytes,
+    )));
+    if let Some(cors) = policy.cors() {
+        router = router.layer(cors);
+    }
+    Ok(router.layer(axum::middleware::from_fn_with_state(
+        Arc::new(policy),
+        edge::guard,
+    )))
 }

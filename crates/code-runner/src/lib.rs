@@ -8,7 +8,8 @@
 //! - [`configuration`]: `configuration::get`/`set` and `code-runner::on-config-change`
 //!   over the live settings (the store, the file watch, the reload tiers);
 //!   [`guidance`]: the `code-runner::inject-guidance` hook.
-//! - [`http`]: the HTTP API; [`cli`]: `serve`, `call` and `bench` ([`bench`]).
+//! - [`http`]: the HTTP API and its edge rules; [`cli`]: `serve`, `call` and `bench` ([`bench`]);
+//!   [`logging`]: the process log; [`iii`]: the iii engine link.
 //! - [`ui`]: the console cards (`code-runner::ui-content`) and the playground at `GET /`.
 //!
 //! ```no_run
@@ -33,6 +34,7 @@ pub mod bridge;
 pub mod bus;
 pub mod cli;
 pub mod configuration;
+mod detached;
 pub mod functions;
 mod guest;
 pub mod guidance;
@@ -42,6 +44,7 @@ pub mod iii;
 mod invoke;
 mod lifecycle;
 pub mod lineage;
+pub mod logging;
 pub mod namespaces;
 mod ns_runtimes;
 pub mod pool;
@@ -50,6 +53,7 @@ mod register;
 pub mod registry;
 mod settings;
 pub mod ui;
+mod workdir;
 mod worker;
 
 pub use bus::CallError;

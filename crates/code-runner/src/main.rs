@@ -3,16 +3,10 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = code_runner::cli::Cli::parse();
-    let filter =
-        EnvFilter::try_from_env("CODE_RUNNER_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    code_runner::logging::init();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => {

@@ -91,7 +91,13 @@ impl WarmPool {
     }
 
     async fn boot(&self) -> Option<Warm> {
-        let dir = WorkDir(self.runtimes_dir.join(new_dir_name()));
+        let dir = match WorkDir::create(self.runtimes_dir.join(new_dir_name())) {
+            Ok(dir) => dir,
+            Err(err) => {
+                tracing::warn!("warm pool: {}", err.message);
+                return None;
+            }
+        };
         let options = RuntimeOptions {
             memory_mb: self.memory_mb,
             work_dir: dir.0.clone(),
@@ -124,6 +130,7 @@ impl WarmPool {
         let all: Vec<Warm> = self.lock().drain(..).collect();
         for warm in all {
             warm.runtime.close().await;
+            warm.dir.remove().await;
         }
     }
 

@@ -4,7 +4,6 @@
 //! a runtime holds its [`Slot`] from boot to close.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,20 +28,7 @@ impl Drop for Slot {
     }
 }
 
-/// A runtime's host directory, removed with the runtime.
-#[derive(Debug)]
-pub struct WorkDir(pub PathBuf);
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        match std::fs::remove_dir_all(&self.0) {
-            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
-                tracing::warn!("cannot remove {}: {err}", self.0.display());
-            }
-            _ => {}
-        }
-    }
-}
+pub use crate::workdir::WorkDir;
 
 /// A kept runtime.
 pub struct Kept {
@@ -54,11 +40,21 @@ pub struct Kept {
     pub runtime: Arc<dyn Runtime>,
     last_used: Mutex<Instant>,
     busy: AtomicUsize,
-    _dir: WorkDir,
+    dir: Mutex<Option<WorkDir>>,
     _slot: Slot,
 }
 
 impl Kept {
+    /// Closes the runtime (its thread has exited when this returns), then
+    /// removes its directory off the async workers.
+    async fn close(&self) {
+        self.runtime.close().await;
+        let dir = self.dir.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(dir) = dir {
+            dir.remove().await;
+        }
+    }
+
     /// Marks a call in progress; the reaper skips busy runtimes.
     pub fn enter(self: &Arc<Self>) -> BusyGuard {
         self.busy.fetch_add(1, Ordering::SeqCst);
@@ -133,7 +129,7 @@ impl Registry {
             runtime,
             last_used: Mutex::new(Instant::now()),
             busy: AtomicUsize::new(0),
-            _dir: dir,
+            dir: Mutex::new(Some(dir)),
             _slot: slot,
         };
         tracing::debug!(runtime = %redact(&id), "runtime kept");
@@ -180,7 +176,7 @@ impl Registry {
             .remove(id)
             .ok_or_else(|| self.missing(id))?;
         self.remember_expired(id);
-        kept.runtime.close().await;
+        kept.close().await;
         tracing::debug!(runtime = %redact(id), "runtime torn down");
         Ok(kept)
     }
@@ -222,7 +218,7 @@ impl Registry {
         };
         for (id, kept) in &idle {
             self.remember_expired(id);
-            kept.runtime.close().await;
+            kept.close().await;
             tracing::info!(runtime = %redact(id), "reaped idle runtime");
         }
         idle.into_iter().map(|(_, kept)| kept).collect()
@@ -232,7 +228,7 @@ impl Registry {
     pub async fn close_all(&self) -> Vec<Arc<Kept>> {
         let all: Vec<Arc<Kept>> = self.lock_kept().drain().map(|(_, k)| k).collect();
         for kept in &all {
-            kept.runtime.close().await;
+            kept.close().await;
         }
         all
     }

@@ -299,10 +299,10 @@ where
     let f = Arc::new(f);
     Arc::new(move |payload: Value, caller: Caller| {
         let (weak, f) = (weak.clone(), f.clone());
-        Box::pin(async move {
+        Box::pin(crate::detached::detached(async move {
             let inner = weak.upgrade().ok_or_else(shutting_down)?;
             f(inner, payload, caller).await
-        })
+        }))
     })
 }
 
@@ -353,6 +353,6 @@ fn clear_dir(dir: &Path) -> Result<(), RunnerError> {
             ))
         })?;
     }
-    std::fs::create_dir_all(dir)
+    code_runner_core::create_private_dir(dir)
         .map_err(|err| RunnerError::engine(format!("cannot create {}: {err}", dir.display())))
 }

@@ -150,8 +150,12 @@ fn payload_of(body: &[u8]) -> Option<Value> {
     serde_json::from_slice(body).ok()
 }
 
-/// Whether `payload` deserializes into `function_id`'s request type.
+/// Whether `payload` deserializes into `function_id`'s request type (a
+/// payload is a JSON object: serde's sequence form of a struct is refused).
 fn parses(function_id: &str, payload: &Value) -> bool {
+    if !payload.is_object() {
+        return false;
+    }
     match function_id {
         RUN => serde_json::from_value::<RunRequest>(payload.clone()).is_ok(),
         TEARDOWN => serde_json::from_value::<TeardownRequest>(payload.clone()).is_ok(),

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::util::{
     CAPACITY, RUN, RUNTIME_NOT_FOUND, ServeProcess, binary, client, dirs_holding, output_within,
-    post_json, runtime_dirs, tempdir, wait_until,
+    post_json, raw_http, runtime_dirs, tempdir, wait_until,
 };
 
 /// Longest a one-shot `call` may take (it boots a worker and an interpreter).
@@ -230,4 +230,87 @@ fn bench_quick_prints_a_table_and_writes_json() {
     assert!(table.contains("python one-shot"), "{table}");
     let report: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert!(report.is_object() && !report.as_object().unwrap().is_empty());
+}
+
+/// Logs written to a file or a pipe carried ANSI colour codes; colour is for
+/// terminals only. (`NO_COLOR` is unset here: the pipe alone must decide.)
+#[test]
+fn logs_to_a_pipe_carry_no_colour_codes() {
+    let output = output_within(
+        binary()
+            .env_remove("NO_COLOR")
+            .args(["call", RUN, "--json", "[1]"]),
+        CALL_LIMIT,
+    );
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("ERROR"), "{stderr}");
+    assert!(stderr.contains("--json must be a JSON object"), "{stderr}");
+    assert!(
+        !stderr.contains('\x1b'),
+        "colour codes in a piped log: {stderr:?}"
+    );
+}
+
+/// `serve`'s edge flags reach the server: `--allow-host` admits a name,
+/// `--allow-origin` an origin (with CORS), and a malformed origin stops the
+/// start with a message naming the flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_edge_flags_reach_the_server() {
+    let temp = tempdir();
+    let data = temp.path().join("data");
+    let bad = output_within(
+        binary()
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--allow-origin",
+                "localhost:5173",
+            ])
+            .arg("--data-dir")
+            .arg(&data),
+        CALL_LIMIT,
+    );
+    assert!(!bad.status.success());
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("--allow-origin localhost:5173"), "{stderr}");
+
+    let server = ServeProcess::spawn_with(
+        &data,
+        None,
+        &[
+            "--allow-host",
+            "runner.internal",
+            "--allow-origin",
+            "http://localhost:5173",
+            "--max-connections",
+            "8",
+        ],
+    );
+    let addr = server.url.trim_start_matches("http://");
+    let healthz = |host: &str, origin: &str| {
+        format!("GET /healthz HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}")
+    };
+    let (status, _) = raw_http(
+        addr,
+        &healthz("runner.internal:1", "http://localhost:5173"),
+        b"",
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, body) = raw_http(
+        addr,
+        &healthz("evil.example:1", "http://localhost:5173"),
+        b"",
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = raw_http(
+        addr,
+        &healthz("runner.internal:1", "http://localhost:5174"),
+        b"",
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
 }

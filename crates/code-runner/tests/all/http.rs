@@ -184,3 +184,26 @@ async fn in_process_calls_and_http_share_one_worker() {
     assert_eq!(err.code, INVALID_REQUEST);
     server.assert_still_serves().await;
 }
+
+/// Issue 9, item 11: serde also reads a struct from an array of its fields
+/// in order, so `["result = 2 + 2", false, "python"]` used to run. A payload
+/// is a JSON object, over HTTP and in-process alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn array_payload_is_refused_not_read_as_fields_in_order() {
+    let server = Server::start().await;
+    let fields = json!(["result = 2 + 2", false, "python"]);
+    let answer = server.call(RUN, fields.clone()).await;
+    assert_invalid(&answer, "must be a JSON object");
+    assert_invalid(
+        &server.call(TEARDOWN, json!([null, "rt_x"])).await,
+        "must be a JSON object",
+    );
+    let err = server.worker().call(RUN, fields).await.unwrap_err();
+    assert_eq!(err.code, INVALID_REQUEST);
+    assert!(
+        err.message.contains("must be a JSON object"),
+        "{}",
+        err.message
+    );
+    server.assert_still_serves().await;
+}

@@ -8,6 +8,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+use code_runner::http::HttpOptions;
 use code_runner::{Worker, WorkerOptions};
 use code_runner_core::Config;
 use reqwest::StatusCode;
@@ -113,6 +114,11 @@ impl Server {
 
     /// An in-process worker configured by `yaml` (the configuration file's format).
     pub async fn with_config(yaml: &str) -> Server {
+        Server::with_http(yaml, HttpOptions::default()).await
+    }
+
+    /// An in-process worker configured by `yaml`, served with `http`'s edge rules.
+    pub async fn with_http(yaml: &str, http: HttpOptions) -> Server {
         let config = Config::from_yaml(yaml).expect("test configuration");
         let temp = tempdir();
         let data_dir = temp.path().join("data");
@@ -126,9 +132,14 @@ impl Server {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(code_runner::http::serve(listener, worker.clone(), async {
-            let _ = stopped.await;
-        }));
+        tokio::spawn(code_runner::http::serve_with(
+            listener,
+            worker.clone(),
+            http,
+            async {
+                let _ = stopped.await;
+            },
+        ));
         Server {
             url,
             data_dir,
@@ -155,6 +166,27 @@ impl Server {
             client: client(),
             backend: Backend::Process(process),
             _temp: temp,
+        }
+    }
+
+    /// `host:port` of the listener, for raw TCP clients.
+    pub fn addr(&self) -> String {
+        self.url.trim_start_matches("http://").to_string()
+    }
+
+    /// The pid of the subprocess behind this server; panics for an in-process one.
+    pub fn pid(&self) -> u32 {
+        match &self.backend {
+            Backend::Process(process) => process.child.id(),
+            Backend::InProcess { .. } => panic!("an in-process server has no pid of its own"),
+        }
+    }
+
+    /// What the subprocess behind this server logged so far; panics for an in-process one.
+    pub fn log(&self) -> String {
+        match &self.backend {
+            Backend::Process(process) => process.log(),
+            Backend::InProcess { .. } => panic!("an in-process server logs into the test's own"),
         }
     }
 
@@ -363,13 +395,19 @@ pub struct ServeProcess {
 impl ServeProcess {
     /// Starts `serve --data-dir data_dir [--config config]` and waits until it listens.
     pub fn spawn(data_dir: &Path, config: Option<&Path>) -> ServeProcess {
+        ServeProcess::spawn_with(data_dir, config, &[])
+    }
+
+    /// As [`ServeProcess::spawn`], with more `serve` flags.
+    pub fn spawn_with(data_dir: &Path, config: Option<&Path>, flags: &[&str]) -> ServeProcess {
         let mut command = binary();
         command
             .arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--data-dir")
-            .arg(data_dir);
+            .arg(data_dir)
+            .args(flags);
         if let Some(config) = config {
             command.arg("--config").arg(config);
         }
@@ -475,4 +513,43 @@ pub fn output_within(command: &mut Command, limit: Duration) -> std::process::Ou
             panic!("code-runner did not exit within {limit:?}");
         }
     }
+}
+
+/// One request written by hand on a fresh connection (`Connection: close` is
+/// added), and the answer read to its end: the status and the body's text.
+/// For what `reqwest` will not send: a forged `Host`, a missing header.
+pub async fn raw_http(addr: &str, head: &str, body: &[u8]) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut request = format!("{}\r\nConnection: close\r\n", head.trim_end()).into_bytes();
+    if !body.is_empty() {
+        request.extend(format!("Content-Length: {}\r\n", body.len()).into_bytes());
+    }
+    request.extend(b"\r\n");
+    request.extend(body);
+    stream.write_all(&request).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(CALL_DEADLINE, stream.read_to_end(&mut answer))
+        .await
+        .expect("the server answered in time")
+        .expect("the answer reads");
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    (status, body.to_string())
+}
+
+/// A process's peak resident memory (`VmHWM`), in MiB.
+pub fn peak_rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .expect("VmHWM in /proc/<pid>/status");
+    kib / 1024
 }

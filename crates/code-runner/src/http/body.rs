@@ -1,0 +1,241 @@
+//! Request bodies: read within a deadline and a shared byte budget, then
+//! parsed as JSON whose size and depth are checked before any tree is built.
+//!
+//! `serde_json::from_slice` into a `Value` costs ~100 bytes of host memory per
+//! JSON value (a 16 MiB `[0,0,…]` body: ~880 MB) before a handler could refuse
+//! it; [`parse_payload`] counts values in one pass over the bytes first.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::{StatusCode, header};
+use code_runner_core::ErrorCode;
+use serde_json::{Map, Value};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::Refusal;
+
+/// Largest request body accepted: 1 MiB of source survives JSON escaping with room to spare.
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// Most JSON values (scalars, arrays, objects) a body may hold: a parsed value
+/// costs up to ~120 bytes, so a body's tree stays near 30 MiB at most.
+pub const MAX_BODY_JSON_VALUES: usize = 256 * 1024;
+
+/// Deepest nesting of arrays and objects a body may use (serde_json's own limit).
+pub const MAX_BODY_JSON_DEPTH: usize = 128;
+
+/// Default time a client has to deliver a whole request body, from the
+/// moment its headers are in.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Default ceiling on request-body bytes buffered at once across every
+/// connection: 16 bodies at the 16 MiB limit.
+pub const DEFAULT_MAX_BUFFERED_BODY_BYTES: usize = 256 * 1024 * 1024;
+
+/// Budget unit: permits count KiB so the largest budget fits a `u32`.
+const PERMIT_BYTES: usize = 1024;
+
+/// How bodies are read on one server: a deadline and a shared byte budget.
+#[derive(Debug, Clone)]
+pub(crate) struct BodyGate {
+    timeout: Duration,
+    budget: Option<(Arc<Semaphore>, usize)>,
+}
+
+impl BodyGate {
+    pub(crate) fn new(timeout: Duration, max_buffered_bytes: usize) -> Self {
+        let permits = max_buffered_bytes
+            .div_ceil(PERMIT_BYTES)
+            .min(Semaphore::MAX_PERMITS);
+        BodyGate {
+            timeout,
+            budget: Some((Arc::new(Semaphore::new(permits)), max_buffered_bytes)),
+        }
+    }
+
+    /// Reserves room for a body of `declared` bytes (`None`: chunked, so the
+    /// whole limit) until the returned permit is dropped.
+    fn reserve(&self, declared: Option<usize>) -> Result<Option<OwnedSemaphorePermit>, Refusal> {
+        let Some((budget, max)) = &self.budget else {
+            return Ok(None);
+        };
+        let bytes = declared.unwrap_or(MAX_BODY_BYTES).max(1);
+        let permits = u32::try_from(bytes.div_ceil(PERMIT_BYTES)).unwrap_or(u32::MAX);
+        budget
+            .clone()
+            .try_acquire_many_owned(permits)
+            .map(Some)
+            .map_err(|_| {
+                Refusal::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    ErrorCode::Capacity.as_str(),
+                    format!(
+                        "the server is already receiving its limit of {} MiB of request bodies; retry shortly",
+                        max / (1024 * 1024)
+                    ),
+                )
+            })
+    }
+}
+
+impl Default for BodyGate {
+    /// No shared budget (a router used without [`super::serve_with`]).
+    fn default() -> Self {
+        BodyGate {
+            timeout: DEFAULT_BODY_READ_TIMEOUT,
+            budget: None,
+        }
+    }
+}
+
+/// A request body that is JSON (an empty body is `{}`), read and
+/// parsed within the server's limits. Every rejection is a JSON refusal:
+/// `invalid_request` (400, 408 past the deadline) or `capacity` (429).
+pub struct JsonBody(pub Value);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = Refusal;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let gate = req
+            .extensions()
+            .get::<BodyGate>()
+            .cloned()
+            .unwrap_or_default();
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
+        if let Some(len) = declared.filter(|len| *len > MAX_BODY_BYTES) {
+            return Err(Refusal::invalid(format!(
+                "the request body is {len} bytes, over the {} MiB limit",
+                MAX_BODY_BYTES / (1024 * 1024)
+            )));
+        }
+        let _reserved = gate.reserve(declared)?;
+        let bytes = tokio::time::timeout(gate.timeout, Bytes::from_request(req, state))
+            .await
+            .map_err(|_| {
+                Refusal::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    ErrorCode::InvalidRequest.as_str(),
+                    format!(
+                        "the request body did not arrive within {} s",
+                        gate.timeout.as_secs_f64()
+                    ),
+                )
+            })?
+            .map_err(|err| {
+                Refusal::invalid(format!("cannot read the request body: {}", err.body_text()))
+            })?;
+        parse_payload(&bytes)
+            .map(JsonBody)
+            .map_err(Refusal::invalid)
+    }
+}
+
+/// Parses `bytes` as the function's payload (an empty body is `{}`), after
+/// refusing more than [`MAX_BODY_JSON_VALUES`] values or
+/// [`MAX_BODY_JSON_DEPTH`] levels without building anything. Any JSON kind
+/// is a payload (a published function may take a number); the request types
+/// of our own functions refuse what is not an object.
+///
+/// # Errors
+/// A message saying what was wrong with the body.
+pub(crate) fn parse_payload(bytes: &[u8]) -> Result<Value, String> {
+    if bytes.is_empty() {
+        return Ok(Value::Object(Map::new()));
+    }
+    code_runner_core::json::parse_bounded(bytes, MAX_BODY_JSON_DEPTH, Some(MAX_BODY_JSON_VALUES))
+        .map_err(|err| {
+            if err.starts_with("the JSON ") {
+                err.replacen("the JSON ", "the body ", 1)
+            } else {
+                format!("malformed JSON body: {err}")
+            }
+        })
+}
+
+/// The kind of a JSON value, for messages: "an array", "a string", ….
+pub fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Any JSON kind is a payload; malformed text is named as such.
+    #[test]
+    fn any_json_is_a_payload_and_malformed_text_is_refused() {
+        assert_eq!(parse_payload(b"").unwrap(), serde_json::json!({}));
+        assert!(
+            parse_payload(b"  \n")
+                .unwrap_err()
+                .starts_with("malformed JSON body: EOF")
+        );
+        assert_eq!(
+            parse_payload(br#" {"a": [1, "x,[{"]} "#).unwrap()["a"][1],
+            "x,[{"
+        );
+        for body in [&b"[1]"[..], b"\"s\"", b"3", b"true", b"null"] {
+            assert!(parse_payload(body).is_ok());
+        }
+        for body in [
+            &b"{'a': 1}"[..],
+            b"\xff",
+            b"not json",
+            b"nul",
+            b"tru",
+            b"[1,",
+            b"-",
+        ] {
+            let err = parse_payload(body).unwrap_err();
+            assert!(err.starts_with("malformed JSON body: "), "{err}");
+        }
+    }
+
+    /// A body nested a million deep is refused by the scan: the build's
+    /// serde_json has no recursion limit (the iii SDK turns it off), so
+    /// parsing it would overflow the stack.
+    #[test]
+    fn a_million_deep_body_is_refused_without_recursing() {
+        let deep = "[".repeat(1_000_000) + &"]".repeat(1_000_000);
+        let err = parse_payload(deep.as_bytes()).unwrap_err();
+        assert!(err.contains("1000000 deep"), "{err}");
+    }
+
+    /// Issue 9 item 9: a 16 MiB `[0,0,…]` value is refused by count, before
+    /// any tree is built; strings full of separators do not count.
+    #[test]
+    fn value_count_and_depth_are_bounded_before_parsing() {
+        let mut flood = b"{\"code\": \"x\", \"bogus\": [".to_vec();
+        flood.extend(std::iter::repeat_n(&b"0,"[..], 8 * 1024 * 1024).flatten());
+        flood.extend(b"0]}");
+        let err = parse_payload(&flood).unwrap_err();
+        assert!(
+            err.contains(&format!("more than {MAX_BODY_JSON_VALUES} values")),
+            "{err}"
+        );
+
+        let commas = format!("{{\"code\": \"{}\"}}", ",[{\\\"".repeat(1_000_000));
+        assert!(parse_payload(commas.as_bytes()).is_ok());
+
+        let deep = format!("{{\"a\": {}{}}}", "[".repeat(200), "]".repeat(200));
+        assert!(
+            parse_payload(deep.as_bytes())
+                .unwrap_err()
+                .contains("201 deep")
+        );
+    }
+}

@@ -1,0 +1,79 @@
+//! Error text is bounded (issue 9, item 5): whatever a guest or a client
+//! gets quoted into an error comes back, and goes into the log, cut to a
+//! head and tail around a marker.
+
+use code_runner_core::MAX_ERROR_MESSAGE_BYTES;
+use serde_json::json;
+
+use crate::util::{INVALID_REQUEST, RUN, Server};
+
+/// The start of `text`, for failure messages that must not print megabytes.
+fn start(text: &str) -> &str {
+    &text[..text.floor_char_boundary(300)]
+}
+
+/// A guest that forges the end of its turn with a huge string where the
+/// integer `exit_code` belongs (issue 9: 40 MB came back whole in the HTTP
+/// error and in one ERROR log line, and the log grew 38 MiB). The python
+/// engine refuses a head over 1 MiB outright; one just under it is quoted
+/// by the parse error, and comes back and is logged bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_string_in_a_forged_turn_end_comes_back_and_is_logged_bounded() {
+    let mut server = Server::process("").await;
+    let armed = server
+        .run_with(
+            include_str!("../fixtures/forge_frame_huge_field.py"),
+            json!({"keep": true, "timeout_ms": 30_000}),
+        )
+        .await;
+    assert_eq!(armed.ok()["result"], "armed", "{}", armed.body);
+    let id = armed.ok()["runtime_id"].as_str().unwrap().to_string();
+    let answer = server.run_on(&id, "result = 1").await;
+    let code = answer
+        .error_code()
+        .unwrap_or_else(|| panic!("an error: {}", start(&answer.body.to_string())));
+    assert!(code.starts_with("code-runner::"), "{code}");
+    let message = answer.error_message();
+    assert!(
+        message.len() <= MAX_ERROR_MESSAGE_BYTES,
+        "the error message is {} bytes",
+        message.len()
+    );
+    assert!(
+        message.contains("[…message truncated: was ~"),
+        "{}",
+        start(message)
+    );
+    server.assert_still_serves().await;
+    server.assert_alive();
+    let log = server.log();
+    let longest = log.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest <= 16 * 1024 + 64, "a log line of {longest} bytes");
+    assert!(
+        log.len() < 256 * 1024,
+        "the log grew to {} bytes",
+        log.len()
+    );
+}
+
+/// A client's own oversized value quoted back (an unknown `lang` of 10 MiB)
+/// is bounded the same way in the HTTP answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_value_quoted_into_an_error_comes_back_bounded() {
+    let server = Server::start().await;
+    let lang = "x".repeat(10 * 1024 * 1024);
+    let answer = server.call(RUN, json!({"code": "1", "lang": lang})).await;
+    answer.assert_error(INVALID_REQUEST, "lang");
+    let message = answer.error_message();
+    assert!(
+        message.len() <= MAX_ERROR_MESSAGE_BYTES,
+        "the error message is {} bytes",
+        message.len()
+    );
+    assert!(message.contains("message truncated"), "{}", start(message));
+    assert!(
+        message.ends_with("expected `node` or `python`"),
+        "{}",
+        start(message)
+    );
+}

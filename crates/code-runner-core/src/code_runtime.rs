@@ -257,6 +257,7 @@ impl CodeRuntime {
             memory_mb: self.options.memory_mb,
             work_dir: work.path.clone(),
             read_only: spec.sandbox_policy == SandboxMode::ReadOnly,
+            ..RuntimeOptions::default()
         };
         let runtime = match self.engine.spawn(options).await {
             Ok(runtime) => runtime,

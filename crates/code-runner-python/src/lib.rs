@@ -20,7 +20,7 @@
 //! let engine = PythonEngine::from_default_location()?;
 //! let work = std::env::temp_dir().join("demo-work");
 //! std::fs::create_dir_all(&work).unwrap();
-//! let runtime = engine.spawn(RuntimeOptions { memory_mb: 128, work_dir: work, read_only: false }).await?;
+//! let runtime = engine.spawn(RuntimeOptions { memory_mb: 128, work_dir: work, ..RuntimeOptions::default() }).await?;
 //! let outcome = runtime.run(TurnSpec {
 //!     task: Task::program("result = 2 + 2"),
 //!     timeout: std::time::Duration::from_secs(5),

@@ -145,8 +145,7 @@ fn walk_value<'s>(
         return Ok(Value::Bool(value.is_true()));
     }
     if value.is_number() {
-        let n = value.number_value(scope).unwrap_or(f64::NAN);
-        return number(walk, n);
+        return number(scope, walk, value);
     }
     if let Ok(string) = v8::Local::<v8::String>::try_from(value) {
         return string_value(scope, walk, string).map(Value::String);
@@ -197,7 +196,8 @@ fn walk_value<'s>(
     }
     if value.is_number_object() {
         let n = value.number_value(scope).unwrap_or(f64::NAN);
-        return number(walk, n);
+        let primitive = v8::Number::new(scope, n);
+        return number(scope, walk, primitive.into());
     }
     if value.is_string_object() {
         let string = value.to_string(scope).ok_or(Fail::Threw)?;
@@ -240,7 +240,13 @@ fn walk_value<'s>(
     result
 }
 
-fn number(walk: &mut Walk<'_>, n: f64) -> Result<Value, Fail> {
+/// A number written as `JSON.stringify` writes it (V8's own shortest form).
+fn number<'s>(
+    scope: &mut v8::PinScope<'s, '_>,
+    walk: &mut Walk<'s>,
+    value: v8::Local<'s, v8::Value>,
+) -> Result<Value, Fail> {
+    let n = value.number_value(scope).unwrap_or(f64::NAN);
     if !n.is_finite() {
         return Err(not_json(
             walk,
@@ -257,7 +263,13 @@ fn number(walk: &mut Walk<'_>, n: f64) -> Result<Value, Fail> {
         )]
         return Ok(Value::from(n as i64));
     }
-    Number::from_f64(n)
+    let text = value
+        .to_string(scope)
+        .ok_or(Fail::Threw)?
+        .to_rust_string_lossy(scope);
+    serde_json::from_str::<Number>(&text)
+        .ok()
+        .or_else(|| Number::from_f64(n))
         .map(Value::Number)
         .ok_or_else(|| not_json(walk, "is not a finite number"))
 }

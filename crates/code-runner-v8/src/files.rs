@@ -125,11 +125,6 @@ impl Scratch {
         Ok(scratch)
     }
 
-    /// The directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Whether a quota or a policy refused a call since the last take; resets both.
     pub fn take_flags(&mut self) -> (bool, bool) {
         let flags = (self.quota_hit, self.denied);
@@ -368,12 +363,12 @@ mod tests {
     #[test]
     fn directory_is_0700_and_symlinks_are_not_followed() {
         let (dir, mut s) = scratch(Some(1 << 20), 64);
-        let mode = std::fs::metadata(s.dir()).unwrap().permissions().mode();
+        let mode = std::fs::metadata(&s.dir).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
         let target = dir.path().join("outside");
         std::fs::write(&target, b"secret").unwrap();
-        std::os::unix::fs::symlink(&target, s.dir().join("link")).unwrap();
-        let mut reopened = Scratch::open(s.dir(), s.limits).unwrap();
+        std::os::unix::fs::symlink(&target, s.dir.join("link")).unwrap();
+        let mut reopened = Scratch::open(&s.dir, s.limits).unwrap();
         assert!(reopened.read("link").is_err());
         assert!(reopened.write("link", b"overwrite").is_err());
         assert_eq!(std::fs::read(&target).unwrap(), b"secret");

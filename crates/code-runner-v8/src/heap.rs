@@ -21,6 +21,8 @@ pub struct ExternalBudget {
     limit: usize,
     used: AtomicUsize,
     hit: AtomicBool,
+    /// An allocation was refused and none has succeeded since.
+    refused: AtomicBool,
 }
 
 impl ExternalBudget {
@@ -30,17 +32,18 @@ impl ExternalBudget {
             limit: usize::try_from(limit_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
             used: AtomicUsize::new(0),
             hit: AtomicBool::new(false),
+            refused: AtomicBool::new(false),
         })
-    }
-
-    /// Bytes currently allocated.
-    pub fn used(&self) -> usize {
-        self.used.load(Ordering::Relaxed)
     }
 
     /// Whether an allocation was refused since the last call; resets the flag.
     pub fn take_hit(&self) -> bool {
         self.hit.swap(false, Ordering::SeqCst)
+    }
+
+    /// Whether the latest allocation was refused (none succeeded since); resets it.
+    pub fn take_refused(&self) -> bool {
+        self.refused.swap(false, Ordering::SeqCst)
     }
 
     /// The message a refused allocation turns into when the turn fails.
@@ -58,6 +61,7 @@ impl ExternalBudget {
                 used.checked_add(len).filter(|total| *total <= self.limit)
             })
             .is_ok();
+        self.refused.store(!reserved, Ordering::SeqCst);
         if !reserved {
             self.hit.store(true, Ordering::SeqCst);
         }
@@ -150,7 +154,7 @@ mod tests {
         assert!(!budget.take_hit());
         // SAFETY: `a` came from `allocate_with` with this length.
         unsafe { free(&budget, a, 700 << 10) };
-        assert_eq!(budget.used(), 0);
+        assert_eq!(budget.used.load(Ordering::SeqCst), 0);
         let b = allocate_with(&budget, 1 << 20, false);
         assert!(!b.is_null());
         // SAFETY: as above.

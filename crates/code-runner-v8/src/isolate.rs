@@ -27,8 +27,15 @@ const BOOTSTRAP: &str = concat!(
     "\n})(globalThis);\n"
 );
 
-/// Names deleted from the global object before any guest code runs.
-const HIDDEN_GLOBALS: [&str; 3] = ["Deno", "__bootstrap", "__code_runner__"];
+/// Names deleted from the global object before any guest code runs:
+/// deno_core's namespaces, the bootstrap's handle, and WebAssembly (V8
+/// installs it into every context it deserializes; its memories are outside
+/// both `heap_mb` and `external_mb`).
+const HIDDEN_GLOBALS: [&str; 4] = ["Deno", "__bootstrap", "__code_runner__", "WebAssembly"];
+
+/// How many times a refused ArrayBuffer may grow the heap limit by 1 MiB
+/// (see the near-heap-limit callback): the heap cap drifts by at most this.
+const MAX_EXTERNAL_GRANTS: u32 = 32;
 
 /// Initialises V8 once per process, in normal (not snapshotting) mode.
 pub fn init_v8() {
@@ -79,6 +86,8 @@ pub struct Internals {
     pub describe_thrown: v8::Global<v8::Function>,
     /// `endTurn(marker)`: cancels a finished turn's timers.
     pub end_turn: v8::Global<v8::Function>,
+    /// A function that does nothing: the rejection handler that marks a turn's promise handled.
+    pub noop: v8::Global<v8::Function>,
 }
 
 /// A booted isolate and everything that must outlive it.
@@ -121,10 +130,20 @@ pub fn boot(
     let handle = runtime.v8_isolate().thread_safe_handle();
     watch.set_isolate(Some(handle));
     let heap_watch = watch.clone();
+    let pressure = external.clone();
+    let mut external_grants = 0u32;
     runtime.add_near_heap_limit_callback(move |current, initial| {
-        // Called inside V8 with the heap nearly full: record why, stop the
-        // JavaScript, and grant room to unwind. The same limit again would be
-        // a fatal out-of-memory abort of the whole process.
+        // V8 also calls this from the last-resort collection it runs when
+        // the ArrayBuffer allocator refused an allocation: that is external
+        // memory, not a full heap, so it grants a little room (never the
+        // same limit) and condemns nothing; the guest gets its RangeError.
+        if pressure.take_refused() && external_grants < MAX_EXTERNAL_GRANTS {
+            external_grants += 1;
+            return current.saturating_add(1 << 20);
+        }
+        // The heap is full: record why, stop the JavaScript, and grant room
+        // to unwind. The same limit again would be a fatal out-of-memory
+        // abort of the whole process.
         heap_watch.heap_exhausted();
         current.saturating_add(initial.max(32 << 20))
     });
@@ -162,6 +181,7 @@ fn take_internals(runtime: &mut JsRuntime) -> Result<Internals, String> {
             invoke: function("invoke")?,
             describe_thrown: function("describeThrown")?,
             end_turn: function("endTurn")?,
+            noop: function("noop")?,
         };
         for name in HIDDEN_GLOBALS {
             let key = v8::String::new(scope, name).ok_or("no key")?;

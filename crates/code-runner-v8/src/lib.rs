@@ -58,6 +58,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use files::MAX_NAME_BYTES;
 pub use ops::MAX_TRANSFER_BYTES;
+pub use state::MAX_CALLS_IN_FLIGHT;
 
 use thread::{Boot, Command};
 use watchdog::Watch;

@@ -125,7 +125,7 @@ fn op_cr_call<'s>(
         }
     };
     let mut io = io.borrow_mut();
-    if io.calls.len() >= MAX_CALLS_IN_FLIGHT {
+    if io.in_flight >= MAX_CALLS_IN_FLIGHT {
         return Err(JsErrorBox::range_error(format!(
             "{ns}.{member}: {MAX_CALLS_IN_FLIGHT} binding calls are already in flight; await some first"
         )));
@@ -148,6 +148,7 @@ fn op_cr_call<'s>(
     io.host.spawn(async move {
         let _ = answer_tx.send(future.await);
     });
+    io.in_flight += 1;
     Ok(io.add_call(answer_rx))
 }
 
@@ -167,6 +168,10 @@ async fn op_cr_wait(state: Rc<RefCell<OpState>>, #[smi] id: u32) -> String {
         }),
         None => Err(BindingError::message("no such binding call")),
     };
+    if let Some(io) = state.borrow().try_borrow::<SharedIo>() {
+        let mut io = io.borrow_mut();
+        io.in_flight = io.in_flight.saturating_sub(1);
+    }
     match outcome {
         Ok(value) => format!(
             "o{}",

@@ -40,6 +40,8 @@ pub struct Io {
     pub turns: BTreeMap<u32, TurnIo>,
     /// Binding calls started and not yet awaited, by call id.
     pub calls: HashMap<u32, tokio::sync::oneshot::Receiver<Result<Value, BindingError>>>,
+    /// Binding calls started and not yet answered.
+    pub in_flight: usize,
     next_call: u32,
     /// Where binding futures run: the caller's tokio runtime.
     pub host: tokio::runtime::Handle,
@@ -58,6 +60,7 @@ impl Io {
         Rc::new(RefCell::new(Io {
             turns: BTreeMap::new(),
             calls: HashMap::new(),
+            in_flight: 0,
             next_call: 0,
             host,
             scratch,

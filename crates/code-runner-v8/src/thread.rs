@@ -393,6 +393,7 @@ impl Engine {
             let mut io = self.io.borrow_mut();
             if io.turns.is_empty() {
                 io.calls.clear();
+                io.in_flight = 0;
             }
             io.scratch.take_flags()
         };

@@ -98,7 +98,11 @@ fn call_marked<'s>(
 
 /// The turn's promise (a plain value is wrapped in a resolved one); `Terminated`
 /// when V8 cannot make one because it is terminating.
-fn running<'s>(scope: &mut v8::PinScope<'s, '_>, value: v8::Local<'s, v8::Value>) -> Launch {
+fn running<'s>(
+    scope: &mut v8::PinScope<'s, '_>,
+    value: v8::Local<'s, v8::Value>,
+    noop: &v8::Global<v8::Function>,
+) -> Launch {
     let promise = match v8::Local::<v8::Promise>::try_from(value) {
         Ok(promise) => promise,
         Err(_) => {
@@ -109,8 +113,14 @@ fn running<'s>(scope: &mut v8::PinScope<'s, '_>, value: v8::Local<'s, v8::Value>
             resolver.get_promise(scope)
         }
     };
-    // The thread reads the outcome itself: a rejection is not "unhandled".
-    promise.mark_as_handled();
+    // The thread reads the outcome itself, so a rejection is not "unhandled".
+    // A handler, not just a mark: a body that throws before its first await
+    // has already been reported to the rejection tracker, and only adding a
+    // handler takes it back.
+    let noop = v8::Local::new(scope, noop);
+    if promise.catch(scope, noop).is_none() {
+        return Launch::Terminated;
+    }
     Launch::Running(v8::Global::new(scope, promise))
 }
 
@@ -120,7 +130,7 @@ pub fn launch(isolate: &mut Isolate, marker: u32, task: Task) -> Launch {
     let internals = &isolate.internals;
     let (function, args): (v8::Global<v8::Function>, Vec<String>) = match task {
         Task::Program(source) => {
-            return launch_program(runtime, marker, &source);
+            return launch_program(runtime, marker, &source, &internals.noop);
         }
         Task::Define { key, source } => {
             let specifier = isolate.loader.add_define(marker, source);
@@ -142,12 +152,17 @@ pub fn launch(isolate: &mut Isolate, marker: u32, task: Task) -> Launch {
     }
     let function = v8::Local::new(tc, &function);
     match call_marked(tc, marker, function, &locals) {
-        Some(value) => running(tc, value),
+        Some(value) => running(tc, value, &internals.noop),
         None => Launch::Terminated,
     }
 }
 
-fn launch_program(runtime: &mut deno_core::JsRuntime, marker: u32, source: &str) -> Launch {
+fn launch_program(
+    runtime: &mut deno_core::JsRuntime,
+    marker: u32,
+    source: &str,
+    noop: &v8::Global<v8::Function>,
+) -> Launch {
     deno_core::scope!(scope, runtime);
     v8::tc_scope!(let tc, scope);
     let wrapped = format!("{PROGRAM_PREFIX}{source}{PROGRAM_SUFFIX}");
@@ -184,7 +199,7 @@ fn launch_program(runtime: &mut deno_core::JsRuntime, marker: u32, source: &str)
         );
     };
     match call_marked(tc, marker, function, &[]) {
-        Some(value) => running(tc, value),
+        Some(value) => running(tc, value, noop),
         None => Launch::Terminated,
     }
 }

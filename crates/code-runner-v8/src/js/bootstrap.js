@@ -265,8 +265,6 @@ const globals = {
   performance: ObjectFreeze({ now: () => op_cr_now() }),
   structuredClone: (value) => coreStructuredClone(value),
 };
-// WebAssembly memories are outside both heap_mb and external_mb: not offered.
-ReflectDeleteProperty(globalThis, "WebAssembly");
 for (const name of ObjectKeys(globals)) {
   ObjectDefineProperty(globalThis, name, { value: globals[name], writable: true, configurable: true, enumerable: false });
 }
@@ -418,6 +416,7 @@ ObjectDefineProperty(globalThis, "__code_runner__", {
     invoke,
     describeThrown: (value) => describeThrown(value, false),
     endTurn,
+    noop: () => {},
   }),
   configurable: true,
 });

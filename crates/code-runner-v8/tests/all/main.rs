@@ -5,6 +5,12 @@
 //! once per process, behind a `Once`.
 
 mod basics;
+mod bindings;
+mod files;
+mod isolation;
+mod json;
+mod limits;
+mod seam;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

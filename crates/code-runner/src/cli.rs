@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use crate::bus::CallError;
 use crate::worker::{Worker, WorkerOptions};
 
-/// Run untrusted Python (and soon JavaScript) in-process, with hard limits.
+/// Run untrusted JavaScript and Python in-process, with hard limits.
 #[derive(Debug, Parser)]
 #[command(name = "code-runner", version)]
 pub struct Cli {

@@ -6,16 +6,15 @@ use std::time::{Duration, Instant};
 
 use code_runner_core::wire::{RunRequest, TeardownRequest, TeardownResponse};
 use code_runner_core::{
-    AbortSignal, BindingCall, BindingError, BindingNamespace, Bindings, ErrorCode, RunnerError,
-    RuntimeOptions, Task, TurnEnding, TurnSpec, settle_response,
+    AbortSignal, BindingCall, BindingError, BindingNamespace, Bindings, ErrorCode, Lang,
+    RunnerError, Task, TurnEnding, TurnSpec, settle_response,
 };
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::bus::CallError;
-use crate::ids::{new_dir_name, new_runtime_id, redact};
-use crate::registry::WorkDir;
+use crate::ids::{new_runtime_id, redact};
 use crate::worker::Inner;
 
 /// The id of the run function.
@@ -82,6 +81,12 @@ pub(crate) async fn run(inner: Arc<Inner>, payload: Value) -> Result<Value, Call
         .lang
         .ok_or_else(|| RunnerError::invalid("lang is required when runtime_id is omitted"))?;
     let engine = inner.engine(lang)?;
+    if lang == Lang::Node && request.memory_mb.is_some() {
+        return Err(RunnerError::invalid(
+            "memory_mb applies to python; a node runtime's heap is the configuration's heap_mb",
+        )
+        .into());
+    }
     let memory_mb = config.memory_mb(request.memory_mb)?;
     let slot = inner.registry.acquire(config.max_runtimes)?;
     let warm = inner
@@ -91,12 +96,10 @@ pub(crate) async fn run(inner: Arc<Inner>, payload: Value) -> Result<Value, Call
     let (runtime, dir) = match warm {
         Some(warm) => (warm.runtime, warm.dir),
         None => {
-            let dir = WorkDir(inner.runtimes_dir.join(new_dir_name()));
-            let options = RuntimeOptions {
-                memory_mb,
-                work_dir: dir.0.clone(),
-                ..RuntimeOptions::default()
-            };
+            let dir = inner.engines.work_dir(lang);
+            let options = inner
+                .engines
+                .runtime_options(&config, lang, memory_mb, dir.0.clone());
             (engine.spawn(options).await?, dir)
         }
     };

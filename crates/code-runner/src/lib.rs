@@ -24,6 +24,7 @@
 pub mod bench;
 pub mod bus;
 pub mod cli;
+pub mod engines;
 pub mod functions;
 pub mod http;
 mod ids;

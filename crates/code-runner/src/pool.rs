@@ -1,11 +1,13 @@
-//! A small pool of pre-booted runtimes for one-shot runs.
+//! A small pool of pre-booted runtimes for one-shot runs, one per engine.
 //!
-//! Booting CPython takes tens of milliseconds, most of a one-shot run. The
-//! pool keeps a few interpreters booted (and warmed by one empty turn) at the
-//! default memory size; a one-shot run takes one and, once it has answered,
-//! a background task boots its replacement. A pooled runtime has never run user code, so isolation is
-//! unchanged: after its one run it is closed like any other. Pooled runtimes
-//! hold no `max_runtimes` slot until a run takes them.
+//! Booting CPython takes tens of milliseconds and a V8 isolate about a
+//! millisecond, most of a one-shot run either way. The pool keeps a few
+//! runtimes booted (and warmed by one empty turn) with the options a one-shot
+//! run would get; a one-shot run takes one and, once it has answered, a
+//! background task boots its replacement. A pooled runtime has never run user
+//! code, so isolation is unchanged: after its one run it is closed like any
+//! other. Pooled runtimes hold no `max_runtimes` slot until a run takes them
+//! (the run's slot is taken before the pool is asked).
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -26,10 +28,10 @@ pub struct Warm {
     pub dir: WorkDir,
 }
 
-/// Pre-booted runtimes of one engine at one memory size.
+/// Pre-booted runtimes of one engine with one set of options.
 pub struct WarmPool {
     engine: Arc<dyn Engine>,
-    memory_mb: u64,
+    template: RuntimeOptions,
     size: usize,
     runtimes_dir: PathBuf,
     ready: Mutex<VecDeque<Warm>>,
@@ -37,16 +39,18 @@ pub struct WarmPool {
 }
 
 impl WarmPool {
-    /// An empty pool; call [`WarmPool::refill`] to fill it.
+    /// An empty pool of runtimes booted with `template` (its `work_dir` is
+    /// replaced by a fresh directory under `runtimes_dir` for each);
+    /// call [`WarmPool::refill`] to fill it.
     pub fn new(
         engine: Arc<dyn Engine>,
-        memory_mb: u64,
+        template: RuntimeOptions,
         size: usize,
         runtimes_dir: PathBuf,
     ) -> Arc<Self> {
         Arc::new(WarmPool {
             engine,
-            memory_mb,
+            template,
             size,
             runtimes_dir,
             ready: Mutex::new(VecDeque::new()),
@@ -56,7 +60,7 @@ impl WarmPool {
 
     /// The memory size this pool's runtimes were booted with.
     pub fn memory_mb(&self) -> u64 {
-        self.memory_mb
+        self.template.memory_mb
     }
 
     /// Takes a warm runtime, if one is ready. The caller refills the pool
@@ -93,9 +97,8 @@ impl WarmPool {
     async fn boot(&self) -> Option<Warm> {
         let dir = WorkDir(self.runtimes_dir.join(new_dir_name()));
         let options = RuntimeOptions {
-            memory_mb: self.memory_mb,
             work_dir: dir.0.clone(),
-            ..RuntimeOptions::default()
+            ..self.template.clone()
         };
         let runtime = match self.engine.spawn(options).await {
             Ok(runtime) => runtime,

@@ -10,10 +10,11 @@ use code_runner_core::wire::{
     FunctionsInfoRequest, FunctionsInfoResponse, RunRequest, RunResponse, TeardownRequest,
     TeardownResponse, schema_of,
 };
-use code_runner_core::{Config, DEFAULT_MEMORY_MB, Engine, Lang, RunnerError};
+use code_runner_core::{Config, Engine, Lang, RunnerError};
 use serde_json::{Value, json};
 
 use crate::bus::{Bus, CallError, FUNCTIONS_INFO, Handler};
+use crate::engines::Engines;
 use crate::functions::{self, RUN, TEARDOWN};
 use crate::pool::WarmPool;
 use crate::registry::Registry;
@@ -39,9 +40,7 @@ pub(crate) struct Inner {
     config: RwLock<Config>,
     pub(crate) registry: Registry,
     pub(crate) bus: Bus,
-    pub(crate) runtimes_dir: PathBuf,
-    python: Result<Arc<dyn Engine>, String>,
-    python_pool: Option<Arc<WarmPool>>,
+    pub(crate) engines: Engines,
     _lock: File,
 }
 
@@ -55,19 +54,11 @@ impl Inner {
 
     /// The warm pool of `lang`, if it has one.
     pub(crate) fn pool(&self, lang: Lang) -> Option<&Arc<WarmPool>> {
-        match lang {
-            Lang::Python => self.python_pool.as_ref(),
-            Lang::Node => None,
-        }
+        self.engines.pool(lang)
     }
 
     pub(crate) fn engine(&self, lang: Lang) -> Result<Arc<dyn Engine>, RunnerError> {
-        match lang {
-            Lang::Python => self.python.clone().map_err(RunnerError::engine),
-            Lang::Node => Err(RunnerError::engine(
-                "lang node is not available in this build yet: the V8 engine lands in a later release; use lang python",
-            )),
-        }
+        self.engines.engine(lang)
     }
 }
 
@@ -84,44 +75,13 @@ impl Worker {
         let lock = lock_data_dir(&options.data_dir)?;
         let runtimes_dir = options.data_dir.join("runtimes");
         clear_dir(&runtimes_dir)?;
-        let wasm = options
-            .python_wasm
-            .clone()
-            .unwrap_or_else(code_runner_python::default_wasm_path);
-        let python =
-            tokio::task::spawn_blocking(move || code_runner_python::PythonEngine::load(&wasm))
-                .await
-                .map_err(|err| {
-                    RunnerError::engine(format!("python engine loader panicked: {err}"))
-                })?
-                .map(|engine| Arc::new(engine) as Arc<dyn Engine>)
-                .map_err(|err| err.to_string());
-        if let Err(message) = &python {
-            tracing::warn!("python engine unavailable: {message}");
-        }
-        let python_pool = python
-            .as_ref()
-            .ok()
-            .filter(|_| options.config.warm_pool > 0)
-            .map(|engine| {
-                let memory_mb = DEFAULT_MEMORY_MB.min(options.config.max_memory_mb);
-                WarmPool::new(
-                    engine.clone(),
-                    memory_mb,
-                    options.config.warm_pool,
-                    runtimes_dir.clone(),
-                )
-            });
-        if let Some(pool) = &python_pool {
-            pool.refill();
-        }
+        let engines =
+            Engines::load(&options.config, options.python_wasm.clone(), runtimes_dir).await?;
         let inner = Arc::new(Inner {
             config: RwLock::new(options.config),
             registry: Registry::default(),
             bus: Bus::default(),
-            runtimes_dir,
-            python,
-            python_pool,
+            engines,
             _lock: lock,
         });
         register_functions(&inner);
@@ -148,10 +108,7 @@ impl Worker {
         json!({
             "status": "ok",
             "runtimes": { "live": self.inner.registry.used(), "kept": self.inner.registry.kept_count(), "max": config.max_runtimes },
-            "engines": {
-                "python": match &self.inner.python { Ok(_) => "ready".to_string(), Err(message) => format!("unavailable: {message}") },
-                "node": "not in this build",
-            },
+            "engines": self.inner.engines.health(),
         })
     }
 
@@ -162,9 +119,7 @@ impl Worker {
 
     /// Closes every kept runtime.
     pub async fn shutdown(&self) {
-        if let Some(pool) = &self.inner.python_pool {
-            pool.drain().await;
-        }
+        self.inner.engines.drain().await;
         self.inner.registry.close_all().await;
     }
 }

@@ -1,9 +1,11 @@
 //! `iii.files`: a runtime's scratch directory, one file per name, with quotas.
 //!
-//! The directory is the runtime's work directory, created `0700` and owned
-//! by the runtime alone, so the sizes kept here are authoritative: only this
-//! type writes there. Every call opens at most one descriptor and closes it
-//! before returning, so a guest cannot hold descriptors open.
+//! The directory is the runtime's work directory, created `0700` on the
+//! first write (most runs never write one, and a `mkdir` costs a one-shot run
+//! as much as booting half an isolate) and owned by the runtime alone, so the
+//! sizes kept here are authoritative: only this type writes there. Every
+//! call opens at most one descriptor and closes it before returning, so a
+//! guest cannot hold descriptors open.
 
 use std::collections::BTreeMap;
 use std::fs::{DirBuilder, OpenOptions};
@@ -50,6 +52,8 @@ pub struct FilesLimits {
 #[derive(Debug)]
 pub struct Scratch {
     dir: PathBuf,
+    /// Whether `dir` exists (made by the first write, or found at open).
+    created: bool,
     limits: FilesLimits,
     sizes: BTreeMap<String, u64>,
     used: u64,
@@ -97,22 +101,28 @@ fn shorten(name: &str) -> String {
 }
 
 impl Scratch {
-    /// Creates (or adopts) `dir` with mode 0700 and counts what it holds.
+    /// Adopts `dir` (counting what it holds) or notes that it is to be made.
     ///
     /// # Errors
-    /// The directory cannot be created or read.
+    /// The directory exists and cannot be read or made private.
     pub fn open(dir: &Path, limits: FilesLimits) -> std::io::Result<Scratch> {
-        DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
         let mut scratch = Scratch {
             dir: dir.to_path_buf(),
+            created: false,
             limits,
             sizes: BTreeMap::new(),
             used: 0,
             quota_hit: false,
             denied: false,
         };
-        for entry in std::fs::read_dir(dir)? {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(scratch),
+            Err(err) => return Err(err),
+        };
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        scratch.created = true;
+        for entry in entries {
             let entry = entry?;
             let (Ok(name), Ok(meta)) = (entry.file_name().into_string(), entry.metadata()) else {
                 continue;
@@ -168,6 +178,22 @@ impl Scratch {
         if after > max_bytes || files_after > self.limits.max_files {
             self.refuse();
             return Err(self.exhausted());
+        }
+        if !self.created {
+            let made = DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&self.dir)
+                .and_then(|()| {
+                    std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
+                });
+            if let Err(err) = made {
+                return Err(FilesError {
+                    code: "EIO",
+                    message: format!("iii.files: cannot create the scratch directory: {err}"),
+                });
+            }
+            self.created = true;
         }
         let written = OpenOptions::new()
             .write(true)
@@ -363,6 +389,8 @@ mod tests {
     #[test]
     fn directory_is_0700_and_symlinks_are_not_followed() {
         let (dir, mut s) = scratch(Some(1 << 20), 64);
+        assert!(!s.dir.exists(), "made before the first write");
+        s.write("first", b"x").unwrap();
         let mode = std::fs::metadata(&s.dir).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
         let target = dir.path().join("outside");

@@ -134,7 +134,7 @@ impl V8Engine {
         let watch = Watch::new().map_err(RunnerError::engine)?;
         let (commands, receiver) = mpsc::channel(CHANNEL_DEPTH);
         let (ready_tx, ready_rx) = oneshot::channel();
-        let (exited_tx, exited_rx) = oneshot::channel::<()>();
+        let (stopped_tx, stopped_rx) = oneshot::channel::<()>();
         let boot = Boot {
             snapshot: self.snapshot,
             options,
@@ -146,15 +146,14 @@ impl V8Engine {
             .name("code-runner-v8".into())
             .stack_size(THREAD_STACK_BYTES)
             .spawn(move || {
-                thread::thread_main(boot, receiver, ready_tx);
-                let _ = exited_tx.send(());
+                thread::thread_main(boot, receiver, ready_tx, stopped_tx);
             })
             .map_err(|err| RunnerError::engine(format!("cannot start a runtime thread: {err}")))?;
         let runtime = V8Runtime {
             commands: Mutex::new(Some(commands)),
             watch,
             turn_lock: tokio::sync::Mutex::new(()),
-            exited: tokio::sync::Mutex::new(Some(exited_rx)),
+            stopped: tokio::sync::Mutex::new(Some(stopped_rx)),
         };
         match ready_rx.await {
             Ok(Ok(())) => Ok(Arc::new(runtime)),
@@ -185,12 +184,16 @@ impl Engine for V8Engine {
 }
 
 /// A live node runtime: the `Send + Sync` handle to its thread.
+///
+/// [`Runtime::close`] resolves once the runtime has stopped: no guest code
+/// will run again and its scratch files are deleted. The isolate's memory is
+/// released by its thread right after, off the caller's path.
 pub struct V8Runtime {
     commands: Mutex<Option<mpsc::Sender<Command>>>,
     watch: Arc<Watch>,
     /// Serializes programs and definitions; invokes pass (see [`thread`]).
     turn_lock: tokio::sync::Mutex<()>,
-    exited: tokio::sync::Mutex<Option<oneshot::Receiver<()>>>,
+    stopped: tokio::sync::Mutex<Option<oneshot::Receiver<()>>>,
 }
 
 impl V8Runtime {
@@ -228,8 +231,8 @@ impl V8Runtime {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        if let Some(exited) = self.exited.lock().await.take() {
-            let _ = exited.await;
+        if let Some(stopped) = self.stopped.lock().await.take() {
+            let _ = stopped.await;
         }
     }
 }

@@ -45,14 +45,18 @@ pub struct Boot {
     pub watch: Arc<Watch>,
 }
 
-/// The thread's body: boot, report readiness, serve turns until closed.
+/// The thread's body: boot, report readiness, serve turns until closed,
+/// then report `stopped` (no guest code will run again, the scratch files
+/// are gone) before disposing of the isolate, so a closer need not wait for that.
 pub fn thread_main(
     boot: Boot,
     commands: mpsc::Receiver<Command>,
     ready: oneshot::Sender<Result<(), String>>,
+    stopped: oneshot::Sender<()>,
 ) {
+    // Timers only: guest code has no sockets, so no I/O driver (and its descriptors).
     let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
+        .enable_time()
         .build()
     {
         Ok(runtime) => runtime,
@@ -73,7 +77,7 @@ pub fn thread_main(
         let mut commands = commands;
         let mut tick: Option<Pin<Box<tokio::time::Sleep>>> = None;
         std::future::poll_fn(|cx| engine.poll(cx, &mut commands, &mut tick)).await;
-        engine.shutdown();
+        engine.shutdown(stopped);
     });
 }
 
@@ -439,12 +443,14 @@ impl Engine {
         self.generation = self.boot.watch.set_turns(deadline, aborts);
     }
 
-    /// Disposes the isolate and deletes the scratch files, on this thread.
-    fn shutdown(mut self) {
+    /// Answers what is left, deletes the scratch files, reports `stopped`, then
+    /// disposes of the isolate, all on this thread.
+    fn shutdown(mut self, stopped: oneshot::Sender<()>) {
         self.end_all(|_| Fault::Aborted);
+        self.io.borrow_mut().scratch.clear();
+        let _ = stopped.send(());
         self.boot.watch.set_isolate(None);
         self.isolate = None;
-        self.io.borrow_mut().scratch.clear();
     }
 }
 

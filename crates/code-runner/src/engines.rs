@@ -73,8 +73,16 @@ impl Engines {
                     DEFAULT_MEMORY_MB.min(config.max_memory_mb),
                     PathBuf::new(),
                 );
-                let pool =
-                    WarmPool::new(engine, template, config.warm_pool, engines.dir_root(lang));
+                // The warm-up turn brings the bindings runs bring (its program
+                // is empty, so the dangling worker handle is never used).
+                let warm_bindings = crate::functions::iii_bindings(std::sync::Weak::new());
+                let pool = WarmPool::new(
+                    engine,
+                    template,
+                    warm_bindings,
+                    config.warm_pool,
+                    engines.dir_root(lang),
+                );
                 pool.refill();
                 match lang {
                     Lang::Python => engines.python_pool = Some(pool),

@@ -173,7 +173,7 @@ struct TriggerRequest {
 }
 
 /// The guest's `iii` global: `trigger` and `namespace`.
-fn iii_bindings(inner: Weak<Inner>) -> Bindings {
+pub(crate) fn iii_bindings(inner: Weak<Inner>) -> Bindings {
     let iii = BindingNamespace::new("iii")
         .function("trigger", move |args, call| {
             trigger(inner.clone(), args, call)

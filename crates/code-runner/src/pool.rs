@@ -32,6 +32,9 @@ pub struct Warm {
 pub struct WarmPool {
     engine: Arc<dyn Engine>,
     template: RuntimeOptions,
+    /// The bindings of the warm-up turn: the shape runs will bring, so an
+    /// engine that installs bindings once per shape (node) has done it.
+    warm_bindings: Bindings,
     size: usize,
     runtimes_dir: PathBuf,
     ready: Mutex<VecDeque<Warm>>,
@@ -45,12 +48,14 @@ impl WarmPool {
     pub fn new(
         engine: Arc<dyn Engine>,
         template: RuntimeOptions,
+        warm_bindings: Bindings,
         size: usize,
         runtimes_dir: PathBuf,
     ) -> Arc<Self> {
         Arc::new(WarmPool {
             engine,
             template,
+            warm_bindings,
             size,
             runtimes_dir,
             ready: Mutex::new(VecDeque::new()),
@@ -114,7 +119,7 @@ impl WarmPool {
         let warm_up = TurnSpec {
             task: Task::Program(String::new()),
             timeout: Duration::from_secs(5),
-            bindings: Bindings::none(),
+            bindings: self.warm_bindings.clone(),
             max_stream_bytes: Some(0),
             abort: AbortSignal::new(),
         };

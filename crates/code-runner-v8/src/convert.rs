@@ -17,7 +17,7 @@ pub const MAX_DEPTH: usize = 200;
 
 /// What a value turned into.
 #[derive(Debug)]
-pub enum Json {
+pub enum Converted {
     /// A lossless JSON value.
     Value(Value),
     /// `undefined` at the top: no value at all.
@@ -82,9 +82,9 @@ pub fn to_json<'s>(
     object_prototype: &v8::Global<v8::Object>,
     root: &str,
     max_bytes: u64,
-) -> Json {
+) -> Converted {
     if value.is_undefined() {
-        return Json::Undefined;
+        return Converted::Undefined;
     }
     let mut walk = Walk {
         object_prototype: v8::Local::new(scope, object_prototype),
@@ -94,13 +94,13 @@ pub fn to_json<'s>(
         path: Vec::new(),
     };
     match walk_value(scope, &mut walk, value, 0, true) {
-        Ok(_) if walk.counting_only() => Json::Oversize {
+        Ok(_) if walk.counting_only() => Converted::Oversize {
             bytes: walk.bytes,
             shape: shape_of(scope, value),
         },
-        Ok(json) => Json::Value(json),
-        Err(Fail::NotJson(why)) => Json::NotJson(why.replace("{root}", root)),
-        Err(Fail::Threw) => Json::Threw,
+        Ok(json) => Converted::Value(json),
+        Err(Fail::NotJson(why)) => Converted::NotJson(why.replace("{root}", root)),
+        Err(Fail::Threw) => Converted::Threw,
     }
 }
 

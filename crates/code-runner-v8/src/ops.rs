@@ -11,7 +11,7 @@ use deno_core::{OpState, op2};
 use deno_error::{JsErrorBox, JsErrorClass, PropertyValue};
 use serde_json::{Value, json};
 
-use crate::convert::{self, Json};
+use crate::convert::{self, Converted};
 use crate::files::FilesError;
 use crate::state::{MAX_CALLS_IN_FLIGHT, ObjectPrototype, SharedIo};
 
@@ -104,19 +104,19 @@ fn op_cr_call<'s>(
     let args = {
         v8::tc_scope!(let tc, scope);
         match convert::to_json(tc, args, &prototype, "the argument", MAX_TRANSFER_BYTES) {
-            Json::Value(value) => value,
-            Json::Undefined => Value::Null,
-            Json::NotJson(why) => {
+            Converted::Value(value) => value,
+            Converted::Undefined => Value::Null,
+            Converted::NotJson(why) => {
                 return Err(JsErrorBox::type_error(format!(
                     "{ns}.{member}: the argument is not lossless JSON: {why}"
                 )));
             }
-            Json::Oversize { bytes, .. } => {
+            Converted::Oversize { bytes, .. } => {
                 return Err(JsErrorBox::range_error(format!(
                     "{ns}.{member}: the argument is ~{bytes} bytes of JSON, over the {MAX_TRANSFER_BYTES}-byte limit"
                 )));
             }
-            Json::Threw => {
+            Converted::Threw => {
                 if !tc.has_terminated() {
                     tc.rethrow();
                 }

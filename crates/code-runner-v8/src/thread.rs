@@ -169,7 +169,7 @@ impl Engine {
                 if let Poll::Ready(Err(err)) = polled
                     && !stopped
                 {
-                    self.fail_all(&format!("Uncaught {err}"));
+                    self.fail_all(&capped(format!("Uncaught {err}")));
                 }
             }
             let before = self.turns.len();
@@ -452,6 +452,22 @@ impl Engine {
         self.boot.watch.set_isolate(None);
         self.isolate = None;
     }
+}
+
+/// Longest error text carried from the embedding layer into a turn's outcome.
+const MAX_ERROR_BYTES: usize = 64 * 1024;
+
+fn capped(mut text: String) -> String {
+    if text.len() > MAX_ERROR_BYTES {
+        let mut cut = MAX_ERROR_BYTES;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let dropped = text.len() - cut;
+        text.truncate(cut);
+        text.push_str(&format!("… [{dropped} more bytes]"));
+    }
+    text
 }
 
 fn exited_with(text: String) -> TurnEnding {

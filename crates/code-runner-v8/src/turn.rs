@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use code_runner_core::{AbortSignal, Bindings, Completion, Task, TurnEnding};
 use serde_json::{Value, json};
 
-use crate::convert::{self, Json};
+use crate::convert::{self, Converted};
 use crate::isolate::Isolate;
 use crate::ops::MAX_TRANSFER_BYTES;
 use crate::state::ObjectPrototype;
@@ -254,12 +254,12 @@ pub fn settled(isolate: &mut Isolate, turn: &Turn) -> Option<Settled> {
             let value = promise.result(tc);
             let completion =
                 match convert::to_json(tc, value, &prototype, "the result", MAX_TRANSFER_BYTES) {
-                    Json::Value(value) => Completion::Value(value),
-                    Json::Undefined => Completion::Absent,
-                    Json::NotJson(why) => Completion::NotJson(why),
-                    Json::Oversize { bytes, shape } => Completion::Oversize { bytes, shape },
-                    Json::Threw if tc.has_terminated() => return Some(Settled::Terminated),
-                    Json::Threw => {
+                    Converted::Value(value) => Completion::Value(value),
+                    Converted::Undefined => Completion::Absent,
+                    Converted::NotJson(why) => Completion::NotJson(why),
+                    Converted::Oversize { bytes, shape } => Completion::Oversize { bytes, shape },
+                    Converted::Threw if tc.has_terminated() => return Some(Settled::Terminated),
+                    Converted::Threw => {
                         Completion::NotJson("reading the result threw an exception".into())
                     }
                 };

@@ -242,6 +242,18 @@ impl Scratch {
         Ok(bytes)
     }
 
+    /// The size of file `name` in bytes.
+    ///
+    /// # Errors
+    /// A bad name or a missing file (`ENOENT`).
+    pub fn size(&self, name: &str) -> Result<u64, FilesError> {
+        check_name(name)?;
+        self.sizes
+            .get(name)
+            .copied()
+            .ok_or_else(|| self.missing(name))
+    }
+
     /// The names of every file, sorted.
     pub fn list(&self) -> Vec<String> {
         self.sizes.keys().cloned().collect()

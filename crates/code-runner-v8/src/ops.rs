@@ -28,8 +28,10 @@ deno_core::extension!(
         op_cr_now,
         op_cr_files_write_text,
         op_cr_files_write_bytes,
-        op_cr_files_read,
+        op_cr_files_size,
+        op_cr_files_read_into,
         op_cr_files_read_text,
+        op_cr_encode_into,
         op_cr_files_list,
         op_cr_files_remove,
     ],
@@ -247,10 +249,34 @@ fn op_cr_files_write_bytes(
     files(state, |scratch| scratch.write(name, bytes))
 }
 
-#[op2]
-#[buffer]
-fn op_cr_files_read(state: &mut OpState, #[string] name: &str) -> Result<Vec<u8>, JsErrorBox> {
-    files(state, |scratch| scratch.read(name))
+/// The size of file `name`: the guest allocates the buffer to read it into,
+/// so the bytes it holds are charged to `external_mb` like any ArrayBuffer.
+#[op2(fast)]
+fn op_cr_files_size(state: &mut OpState, #[string] name: &str) -> Result<f64, JsErrorBox> {
+    files(state, |scratch| scratch.size(name)).map(|size| size as f64)
+}
+
+/// Reads file `name` into `out` (allocated by the guest); answers the bytes copied.
+#[op2(fast)]
+fn op_cr_files_read_into(
+    state: &mut OpState,
+    #[string] name: &str,
+    #[buffer] out: &mut [u8],
+) -> Result<u32, JsErrorBox> {
+    files(state, |scratch| scratch.read(name)).map(|bytes| {
+        let n = bytes.len().min(out.len());
+        out[..n].copy_from_slice(&bytes[..n]);
+        u32::try_from(n).unwrap_or(u32::MAX)
+    })
+}
+
+/// UTF-8 of `text` into `out` (allocated by the guest, sized by `core.byteLength`),
+/// for `TextEncoder`: deno_core's own `encode` allocates outside `external_mb`.
+#[op2(fast)]
+fn op_cr_encode_into(#[string] text: &str, #[buffer] out: &mut [u8]) -> u32 {
+    let n = text.len().min(out.len());
+    out[..n].copy_from_slice(&text.as_bytes()[..n]);
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 #[op2]

@@ -9,15 +9,15 @@
 const core = globalThis.Deno.core;
 const {
   op_cr_print, op_cr_uncaught, op_cr_call, op_cr_wait, op_cr_now,
-  op_cr_files_write_text, op_cr_files_write_bytes, op_cr_files_read,
-  op_cr_files_read_text, op_cr_files_list, op_cr_files_remove,
+  op_cr_files_write_text, op_cr_files_write_bytes, op_cr_files_size, op_cr_files_read_into,
+  op_cr_files_read_text, op_cr_files_list, op_cr_files_remove, op_cr_encode_into,
 } = core.ops;
 const { inspect, format, formatThrown, formatUnhandled } = makeInspect(core);
 const {
   getAsyncContext, setAsyncContext, queueUserTimer, cancelTimer, getTimerDepth,
   isAnyArrayBuffer, isArrayBufferView,
 } = core;
-const coreEncode = core.encode;
+const coreByteLength = core.byteLength;
 const coreDecode = core.decode;
 const coreStructuredClone = core.structuredClone;
 
@@ -228,7 +228,11 @@ class TextEncoder {
     return "utf-8";
   }
   encode(input = "") {
-    return coreEncode(`${input}`);
+    // Allocated here, by the isolate's allocator: the bytes count against external_mb.
+    const text = `${input}`;
+    const bytes = new Uint8ArrayCtor(coreByteLength(text));
+    op_cr_encode_into(text, bytes);
+    return bytes;
   }
 }
 
@@ -333,7 +337,12 @@ function makeFiles(ErrorClass, memberProperty) {
       if (isAnyArrayBuffer(contents) || isArrayBufferView(contents)) return op_cr_files_write_bytes(name, contents);
       throw new TypeErrorCtor("iii.files.write(name, contents): contents must be a string, a typed array, a DataView or an ArrayBuffer");
     }),
-    read: (name) => call("read", () => op_cr_files_read(checkName("read", name))),
+    read: (name) => call("read", () => {
+      // The guest's allocation, so the bytes count against external_mb.
+      const bytes = new Uint8ArrayCtor(op_cr_files_size(checkName("read", name)));
+      op_cr_files_read_into(name, bytes);
+      return bytes;
+    }),
     readText: (name) => call("readText", () => op_cr_files_read_text(checkName("readText", name))),
     list: () => call("list", () => op_cr_files_list()),
     remove: (name) => call("remove", () => op_cr_files_remove(checkName("remove", name))),

@@ -260,6 +260,23 @@ async fn child_array_buffer_bomb() {
     assert_eq!(value(&rt.run(turn(caught)).await), json!("RangeError"));
     let freed = "const a = []; for (let i = 0; i < 6; i++) a.push(new ArrayBuffer(4 << 20)); return a.length";
     assert_eq!(value(&rt.run(turn(freed)).await), json!(6));
+    // Buffers the host fills for the guest (file reads, TextEncoder) are
+    // charged too: 64 × 4 MiB would be 256 MiB of host memory otherwise.
+    let ns = code_runner_core::BindingNamespace::new("iii");
+    let bindings = Bindings::new(vec![ns]).unwrap();
+    for program in [
+        "await iii.files.write('big', 'x'.repeat(4 << 20)); const kept = []; \
+         for (let i = 0; i < 64; i++) kept.push(await iii.files.read('big')); return 'unbounded'",
+        "const text = 'y'.repeat(4 << 20); const kept = []; \
+         for (let i = 0; i < 64; i++) kept.push(new TextEncoder().encode(text)); return 'unbounded'",
+    ] {
+        let (out, _) = run_with_budget(&rt, program, 20_000, bindings.clone()).await;
+        assert!(
+            matches!(&out.ending, TurnEnding::Faulted(Fault::ResourceExhausted(m)) if m.starts_with("external memory limit 32 MiB")),
+            "{program}: {:?}",
+            out.ending
+        );
+    }
     rt.close().await;
 }
 

@@ -12,7 +12,9 @@ const {
   op_cr_files_write_text, op_cr_files_write_bytes, op_cr_files_size, op_cr_files_read_into,
   op_cr_files_read_text, op_cr_files_list, op_cr_files_remove, op_cr_encode_into,
 } = core.ops;
-const { inspect, format, formatThrown, formatUnhandled } = makeInspect(core);
+const inspection = makeInspect(core);
+const { inspect } = inspection;
+const { format, formatThrown, formatUnhandled } = makeFormat(core, inspection);
 const {
   getAsyncContext, setAsyncContext, queueUserTimer, cancelTimer, getTimerDepth,
   isAnyArrayBuffer, isArrayBufferView,

@@ -26,6 +26,7 @@ const coreStructuredClone = core.structuredClone;
 const ObjectCreate = Object.create;
 const ObjectFreeze = Object.freeze;
 const ObjectDefineProperty = Object.defineProperty;
+const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
 const ObjectKeys = Object.keys;
 const ReflectApply = Reflect.apply;
 const ReflectDeleteProperty = Reflect.deleteProperty;
@@ -362,16 +363,22 @@ function makeErrorClass(name) {
   return ErrorClass;
 }
 
+/** The globals `install` defined, each with what it replaced (to put back). */
 let installed = [];
 
 /** Replaces the binding globals with the namespaces of `specJson`. */
 function install(specJson) {
   const spec = JSONParse(specJson);
-  for (let i = 0; i < installed.length; i++) ReflectDeleteProperty(globalThis, installed[i]);
+  for (let i = installed.length - 1; i >= 0; i--) {
+    const name = installed[i][0];
+    const replaced = installed[i][1];
+    if (replaced === undefined) ReflectDeleteProperty(globalThis, name);
+    else ObjectDefineProperty(globalThis, name, replaced);
+  }
   installed = [];
   const define = (name, value) => {
+    installed[installed.length] = [name, ObjectGetOwnPropertyDescriptor(globalThis, name)];
     ObjectDefineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
-    installed[installed.length] = name;
   };
   for (let i = 0; i < spec.length; i++) {
     const ns = spec[i];

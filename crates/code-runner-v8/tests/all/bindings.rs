@@ -308,3 +308,31 @@ async fn binding_calls_in_flight_are_bounded() {
     );
     rt.close().await;
 }
+
+/// A namespace may shadow one of the runtime's own globals for its turns;
+/// a later turn without it gets the original back, not a deleted global.
+#[tokio::test(flavor = "multi_thread")]
+async fn shadowed_globals_come_back_when_the_namespace_goes() {
+    let (rt, _dir) = runtime().await;
+    let ns = BindingNamespace::new("performance")
+        .function("now", |_, _| async { Ok(json!("shadowed")) });
+    let out = rt
+        .run(with_bindings("return await performance.now()", vec![ns]))
+        .await;
+    assert_eq!(value(&out), json!("shadowed"));
+    let out = rt.run(turn("return typeof performance.now()")).await;
+    assert_eq!(value(&out), json!("number"));
+    rt.close().await;
+}
+
+/// Converting an argument runs the guest's getters; one that throws rejects
+/// the call with the guest's own error.
+#[tokio::test(flavor = "multi_thread")]
+async fn throwing_getter_in_an_argument_rejects_with_its_error() {
+    let (rt, _dir) = runtime().await;
+    let program = "try { await tools.echo({ get x() { throw new RangeError('from the getter') } }); return 'sent' } \
+                   catch (e) { return [e.name, e.message] }";
+    let out = rt.run(with_bindings(program, vec![tools()])).await;
+    assert_eq!(value(&out), json!(["RangeError", "from the getter"]));
+    rt.close().await;
+}

@@ -258,6 +258,7 @@ impl CodeRuntime {
             work_dir: work.path.clone(),
             read_only: spec.sandbox_policy == SandboxMode::ReadOnly,
             max_result_bytes: self.options.max_output_bytes,
+            ..RuntimeOptions::default()
         };
         let runtime = match self.engine.spawn(options).await {
             Ok(runtime) => runtime,

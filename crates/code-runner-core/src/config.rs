@@ -38,6 +38,8 @@ pub const DEFAULT_MEMORY_MB: u64 = 128;
 pub const DEFAULT_WARM_POOL: usize = 2;
 /// The least linear memory CPython 3.12 boots in (its heap and stdlib imports need ~30 MiB).
 pub const MIN_MEMORY_MB: u64 = 40;
+/// The least V8 heap a node runtime boots and runs a small program in.
+pub const MIN_HEAP_MB: u64 = 16;
 
 /// The keys that apply to the very next call when the configuration changes.
 ///
@@ -77,11 +79,12 @@ pub struct Config {
     /// Reap kept runtimes idle this long, in seconds (default 900). Applies at the next start.
     #[schemars(range(min = 1))]
     pub idle_ttl_secs: u64,
-    /// V8 object-heap cap per node runtime, in MiB (default 128). Applies at the next start.
+    /// V8 object-heap cap per node runtime, at least 16 (default 128). Applies at the next start.
     pub heap_mb: u64,
-    /// Off-heap cap per node runtime, in MiB (default 64). Applies at the next start.
+    /// Off-heap (ArrayBuffer) cap per node runtime; 0 allows none (default 64). Applies at the next start.
     pub external_mb: u64,
-    /// `iii.files` quota per node runtime, in MiB; 0 disables it (default 8). Applies at the next start.
+    /// `iii.files` quota per node runtime; 0 disables `iii.files`, every write
+    /// is refused (default 8). Applies at the next start.
     pub scratch_mb: u64,
     /// Max files per node runtime (default 64). Applies at the next start.
     pub scratch_files: u64,
@@ -127,8 +130,8 @@ impl Config {
     ///
     /// # Errors
     /// `code-runner::invalid_request` for a zero `max_runtimes` or timeout, a
-    /// `default_timeout_ms` above `max_timeout_ms`, or a `max_memory_mb` below
-    /// the interpreter's minimum.
+    /// `default_timeout_ms` above `max_timeout_ms`, or a `max_memory_mb` or
+    /// `heap_mb` below its engine's minimum.
     pub fn validate(&self) -> Result<(), RunnerError> {
         if self.max_runtimes == 0 {
             return Err(RunnerError::invalid(
@@ -150,6 +153,12 @@ impl Config {
             return Err(RunnerError::invalid(
                 "config key idle_ttl_secs must be at least 1",
             ));
+        }
+        if self.heap_mb < MIN_HEAP_MB {
+            return Err(RunnerError::invalid(format!(
+                "config key heap_mb ({}) is below the V8 minimum of {MIN_HEAP_MB}",
+                self.heap_mb
+            )));
         }
         if self.max_memory_mb < MIN_MEMORY_MB {
             return Err(RunnerError::invalid(format!(
@@ -363,5 +372,13 @@ mod tests {
     fn default_timeout_above_max_is_refused() {
         let err = Config::from_yaml("default_timeout_ms: 40000").unwrap_err();
         assert!(err.message.contains("default_timeout_ms"));
+    }
+
+    /// A V8 heap too small to boot in is refused by name, not discovered per run.
+    #[test]
+    fn heap_below_the_v8_minimum_is_refused() {
+        let err = Config::from_yaml("heap_mb: 8").unwrap_err();
+        assert!(err.message.contains("heap_mb (8)"), "{}", err.message);
+        assert!(Config::from_yaml("heap_mb: 16").is_ok());
     }
 }

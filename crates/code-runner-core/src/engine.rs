@@ -20,31 +20,50 @@ use crate::wire::Lang;
 /// Options fixed when a runtime is created (the per-runtime tier of limits).
 ///
 /// Engines add their own keys here with a default, so that callers build it
-/// as `RuntimeOptions { work_dir, ..RuntimeOptions::default() }`.
+/// as `RuntimeOptions { work_dir, ..RuntimeOptions::default() }`. Each engine
+/// reads the keys of its language and ignores the others.
 #[derive(Debug, Clone)]
 pub struct RuntimeOptions {
-    /// Linear-memory (python) or heap (node) ceiling in MiB.
+    /// Python: the linear-memory ceiling in MiB (default [`crate::DEFAULT_MEMORY_MB`]).
     pub memory_mb: u64,
-    /// The host directory the program sees as its working directory.
+    /// The runtime's host directory: python's `/work`, node's `iii.files`
+    /// scratch directory. Removed by its owner when the runtime goes.
     pub work_dir: PathBuf,
-    /// Mount the working directory read-only.
+    /// Python: mount `/work` read-only. Node: `iii.files` refuses writes and removals.
     pub read_only: bool,
     /// The largest completion value the engine hands over as a value: past
     /// it the engine reports only its size and shape
     /// ([`Completion::Oversize`]), without ever parsing it on the host.
     /// `None`: the engine's own ceiling.
     pub max_result_bytes: Option<usize>,
+    /// Node: the V8 object-heap ceiling in MiB (default [`crate::DEFAULT_HEAP_MB`]).
+    /// Past it the turn is `resource_exhausted` and the isolate is replaced.
+    /// ArrayBuffers are not on this heap: see `external_mb`.
+    pub heap_mb: u64,
+    /// Node: the ceiling on ArrayBuffer and typed-array memory in MiB
+    /// (default [`crate::DEFAULT_EXTERNAL_MB`]). An allocation past it throws a
+    /// `RangeError` in the guest; a turn that then fails is `resource_exhausted`.
+    pub external_mb: u64,
+    /// Node: the `iii.files` byte quota in MiB (default [`crate::DEFAULT_SCRATCH_MB`]).
+    /// `None` (the configuration's `scratch_mb: 0`) disables `iii.files`:
+    /// every write is refused, never unbounded.
+    pub scratch_mb: Option<u64>,
+    /// Node: how many files `iii.files` may hold (default [`crate::DEFAULT_SCRATCH_FILES`]).
+    pub scratch_files: u64,
 }
 
 impl Default for RuntimeOptions {
-    /// [`crate::DEFAULT_MEMORY_MB`], no directory (set one), writable, the
-    /// engine's own result ceiling.
+    /// The contract's defaults; no directory (set one), writable.
     fn default() -> Self {
         RuntimeOptions {
             memory_mb: crate::DEFAULT_MEMORY_MB,
             work_dir: PathBuf::new(),
             read_only: false,
             max_result_bytes: None,
+            heap_mb: crate::DEFAULT_HEAP_MB,
+            external_mb: crate::DEFAULT_EXTERNAL_MB,
+            scratch_mb: Some(crate::DEFAULT_SCRATCH_MB),
+            scratch_files: crate::DEFAULT_SCRATCH_FILES,
         }
     }
 }

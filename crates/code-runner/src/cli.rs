@@ -15,7 +15,7 @@ use crate::http::HttpOptions;
 use crate::iii::EngineOptions;
 use crate::worker::{Worker, WorkerOptions};
 
-/// Run untrusted Python (and soon JavaScript) in-process, with hard limits.
+/// Run untrusted JavaScript and Python in-process, with hard limits.
 #[derive(Debug, Parser)]
 #[command(name = "code-runner", version)]
 pub struct Cli {

@@ -6,18 +6,16 @@ use std::time::Instant;
 
 use code_runner_core::wire::{FunctionsInfoRequest, RunRequest, TeardownRequest, TeardownResponse};
 use code_runner_core::{
-    AbortSignal, ErrorCode, RunnerError, RuntimeOptions, Task, TurnEnding, TurnSpec,
-    settle_response,
+    AbortSignal, ErrorCode, Lang, RunnerError, Task, TurnEnding, TurnSpec, settle_response,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::bus::{CallError, Caller};
 use crate::guest::{self, GuestContext};
-use crate::ids::{new_dir_name, new_runtime_id, redact};
+use crate::ids::{new_runtime_id, redact};
 use crate::lifecycle::{self, Live};
 use crate::lineage::Lasting;
-use crate::registry::WorkDir;
 use crate::worker::Inner;
 
 /// The id of the run function.
@@ -103,6 +101,12 @@ pub(crate) async fn run(
         .lang
         .ok_or_else(|| RunnerError::invalid("lang is required when runtime_id is omitted"))?;
     let engine = inner.engine(lang)?;
+    if lang == Lang::Node && request.memory_mb.is_some() {
+        return Err(RunnerError::invalid(
+            "memory_mb applies to python; a node runtime's heap is the configuration's heap_mb",
+        )
+        .into());
+    }
     let memory_mb = config.memory_mb(request.memory_mb)?;
     let lasting = if request.keep {
         Lasting::Yes
@@ -119,13 +123,10 @@ pub(crate) async fn run(
     let (runtime, dir) = match warm {
         Some(warm) => (warm.runtime, warm.dir),
         None => {
-            let dir = WorkDir::create(inner.runtimes_dir.join(new_dir_name()))?;
-            let options = RuntimeOptions {
-                memory_mb,
-                work_dir: dir.0.clone(),
-                max_result_bytes: caps.max_result_bytes,
-                ..RuntimeOptions::default()
-            };
+            let dir = inner.engines.work_dir(lang)?;
+            let options = inner
+                .engines
+                .runtime_options(&config, lang, memory_mb, dir.0.clone());
             (engine.spawn(options).await?, dir)
         }
     };

@@ -87,6 +87,22 @@ enum TriggerAction {
     Void,
 }
 
+/// The `iii` shape a pooled runtime's warm-up turn installs, so an engine
+/// that sets bindings up once per shape (node) has done it before a run
+/// takes the runtime. The warm-up program is empty: nothing here is called.
+pub(crate) fn warm_up_bindings(lang: Lang) -> Bindings {
+    let key = RuntimeKey::PLACEHOLDER;
+    bindings(
+        Weak::new(),
+        GuestContext {
+            key,
+            root: key,
+            lang,
+            namespace: None,
+        },
+    )
+}
+
 /// The guest's `iii` for a turn on the runtime described by `ctx`.
 pub(crate) fn bindings(inner: Weak<Inner>, ctx: GuestContext) -> Bindings {
     let ctx = Arc::new(ctx);

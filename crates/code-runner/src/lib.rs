@@ -35,6 +35,7 @@ pub mod bus;
 pub mod cli;
 pub mod configuration;
 mod detached;
+pub mod engines;
 pub mod functions;
 mod guest;
 pub mod guidance;

@@ -24,6 +24,12 @@ use crate::bus::Caller;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RuntimeKey(u64);
 
+impl RuntimeKey {
+    /// A key no runtime has: the context of a pooled runtime's warm-up
+    /// turn, whose bindings are never called.
+    pub(crate) const PLACEHOLDER: RuntimeKey = RuntimeKey(u64::MAX);
+}
+
 /// The part of `max_runtimes` one tree of guest-started runtimes may keep:
 /// an eighth, at least one (4 of the default 32).
 pub fn nested_share(max_runtimes: usize) -> usize {

@@ -1,11 +1,13 @@
-//! A small pool of pre-booted runtimes for one-shot runs.
+//! A small pool of pre-booted runtimes for one-shot runs, one per engine.
 //!
-//! Booting CPython takes tens of milliseconds, most of a one-shot run. The
-//! pool keeps a few interpreters booted (and warmed by one empty turn) at the
-//! default memory size; a one-shot run takes one and, once it has answered,
-//! a background task boots its replacement. A pooled runtime has never run user code, so isolation is
-//! unchanged: after its one run it is closed like any other. Pooled runtimes
-//! hold no `max_runtimes` slot until a run takes them.
+//! Booting CPython takes tens of milliseconds and a V8 isolate about a
+//! millisecond, most of a one-shot run either way. The pool keeps a few
+//! runtimes booted (and warmed by one empty turn) with the options a one-shot
+//! run would get; a one-shot run takes one and, once it has answered, a
+//! background task boots its replacement. A pooled runtime has never run user
+//! code, so isolation is unchanged: after its one run it is closed like any
+//! other. Pooled runtimes hold no `max_runtimes` slot until a run takes them
+//! (the run's slot is taken before the pool is asked).
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -26,10 +28,13 @@ pub struct Warm {
     pub dir: WorkDir,
 }
 
-/// Pre-booted runtimes of one engine at one memory size.
+/// Pre-booted runtimes of one engine with one set of options.
 pub struct WarmPool {
     engine: Arc<dyn Engine>,
-    memory_mb: u64,
+    template: RuntimeOptions,
+    /// The bindings of the warm-up turn: the shape runs will bring, so an
+    /// engine that installs bindings once per shape (node) has done it.
+    warm_bindings: Bindings,
     size: usize,
     runtimes_dir: PathBuf,
     ready: Mutex<VecDeque<Warm>>,
@@ -37,16 +42,20 @@ pub struct WarmPool {
 }
 
 impl WarmPool {
-    /// An empty pool; call [`WarmPool::refill`] to fill it.
+    /// An empty pool of runtimes booted with `template` (its `work_dir` is
+    /// replaced by a fresh directory under `runtimes_dir` for each);
+    /// call [`WarmPool::refill`] to fill it.
     pub fn new(
         engine: Arc<dyn Engine>,
-        memory_mb: u64,
+        template: RuntimeOptions,
+        warm_bindings: Bindings,
         size: usize,
         runtimes_dir: PathBuf,
     ) -> Arc<Self> {
         Arc::new(WarmPool {
             engine,
-            memory_mb,
+            template,
+            warm_bindings,
             size,
             runtimes_dir,
             ready: Mutex::new(VecDeque::new()),
@@ -56,7 +65,7 @@ impl WarmPool {
 
     /// The memory size this pool's runtimes were booted with.
     pub fn memory_mb(&self) -> u64 {
-        self.memory_mb
+        self.template.memory_mb
     }
 
     /// Takes a warm runtime, if one is ready. The caller refills the pool
@@ -99,9 +108,8 @@ impl WarmPool {
             }
         };
         let options = RuntimeOptions {
-            memory_mb: self.memory_mb,
             work_dir: dir.0.clone(),
-            ..RuntimeOptions::default()
+            ..self.template.clone()
         };
         let runtime = match self.engine.spawn(options).await {
             Ok(runtime) => runtime,
@@ -117,7 +125,7 @@ impl WarmPool {
         let warm_up = TurnSpec {
             task: Task::Program(String::new()),
             timeout: Duration::from_secs(5),
-            bindings: Bindings::none(),
+            bindings: self.warm_bindings.clone(),
             max_stream_bytes: Some(0),
             abort: AbortSignal::new(),
         };

@@ -8,19 +8,17 @@
 use std::sync::Arc;
 
 use code_runner_core::wire::{RegisterRequest, RegisterResponse, TeardownResponse};
-use code_runner_core::{ErrorCode, Lang, RunnerError, RuntimeOptions, Task, TurnEnding};
+use code_runner_core::{ErrorCode, Lang, RunnerError, Task, TurnEnding};
 use serde_json::Value;
 
 use crate::bus::{CallError, Caller};
 use crate::functions::parse;
 use crate::guest::{self, GuestContext};
-use crate::ids::new_dir_name;
 use crate::invoke::{failure_text, published_function};
 use crate::lifecycle::{retire, teardown_key};
 use crate::namespaces::{FunctionId, canonical, parse_namespace_arg};
 use crate::ns_runtimes::{NamespaceRuntime, TurnParams};
 use crate::published::{Owner, check_format};
-use crate::registry::WorkDir;
 use crate::worker::Inner;
 
 /// The id of the registration function.
@@ -130,12 +128,16 @@ async fn boot(
             return Err(err);
         }
     };
-    let dir = WorkDir(inner.runtimes_dir.join(new_dir_name()));
-    let options = RuntimeOptions {
-        memory_mb,
-        work_dir: dir.0.clone(),
-        ..RuntimeOptions::default()
+    let dir = match inner.engines.work_dir(lang) {
+        Ok(dir) => dir,
+        Err(err) => {
+            inner.lineage.end(key);
+            return Err(err);
+        }
     };
+    let options = inner
+        .engines
+        .runtime_options(&config, lang, memory_mb, dir.0.clone());
     let runtime = match engine.spawn(options).await {
         Ok(runtime) => runtime,
         Err(err) => {

@@ -14,6 +14,7 @@ use code_runner_core::{Config, Engine, Lang, RunnerError};
 use serde_json::{Value, json};
 
 use crate::bus::{Bus, CallError, Caller, FUNCTIONS_INFO, Function, Handler};
+use crate::engines::Engines;
 use crate::functions::{self, RUN, TEARDOWN};
 use crate::iii::{EngineLink, EngineOptions};
 use crate::lineage::Lineage;
@@ -54,8 +55,7 @@ pub(crate) struct Inner {
     pub(crate) published: Published,
     pub(crate) namespaces: NamespaceRuntimes,
     pub(crate) runtimes_dir: PathBuf,
-    python: Result<Arc<dyn Engine>, String>,
-    python_pool: Option<Arc<WarmPool>>,
+    pub(crate) engines: Engines,
     /// The iii engine this worker serves, once connected.
     pub(crate) engine_link: OnceLock<Arc<EngineLink>>,
     _lock: File,
@@ -79,19 +79,18 @@ impl Inner {
 
     /// The warm pool of `lang`, if it has one.
     pub(crate) fn pool(&self, lang: Lang) -> Option<&Arc<WarmPool>> {
-        match lang {
-            Lang::Python => self.python_pool.as_ref(),
-            Lang::Node => None,
-        }
+        self.engines.pool(lang)
     }
 
     pub(crate) fn engine(&self, lang: Lang) -> Result<Arc<dyn Engine>, RunnerError> {
-        match lang {
-            Lang::Python => self.python.clone().map_err(RunnerError::engine),
-            Lang::Node => Err(RunnerError::engine(
-                "lang node is not available in this build yet: the V8 engine lands in a later release; use lang python",
-            )),
-        }
+        self.engines.engine(lang)
+    }
+
+    /// The data directory (runtimes and the configuration live under it).
+    pub(crate) fn data_dir(&self) -> &std::path::Path {
+        self.runtimes_dir
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
     }
 }
 
@@ -123,28 +122,13 @@ impl Worker {
         let config = file.load_or_seed(&options.config)?;
         let runtimes_dir = options.data_dir.join("runtimes");
         clear_dir(&runtimes_dir)?;
-        let dir = options
-            .python_wasm
-            .clone()
-            .unwrap_or_else(code_runner_python::default_snapshot_dir);
-        let limits = code_runner_python::EngineLimits {
-            max_runtimes: config.max_runtimes,
-            max_memory_mb: config.max_memory_mb,
-        };
-        let python = tokio::task::spawn_blocking(move || {
-            code_runner_python::PythonEngine::load(&dir, limits)
-        })
-        .await
-        .map_err(|err| RunnerError::engine(format!("python engine loader panicked: {err}")))?
-        .map(|engine| Arc::new(engine) as Arc<dyn Engine>)
-        .map_err(|err| err.to_string());
-        if let Err(message) = &python {
-            tracing::warn!("python engine unavailable: {message}");
-        }
-        // Python instantiates its snapshot per run (about a millisecond, no
-        // boot to hide), so it keeps no warm pool.
-        let python_pool: Option<Arc<WarmPool>> = None;
-        let _ = warm_pool;
+        let engines = Engines::load(
+            &config,
+            options.python_wasm.clone(),
+            runtimes_dir.clone(),
+            warm_pool,
+        )
+        .await?;
         let watched = file.path().to_path_buf();
         let inner = Arc::new_cyclic(|weak| Inner {
             settings: Settings::new(config, Arc::new(file)),
@@ -155,8 +139,7 @@ impl Worker {
             published: Published::default(),
             namespaces: NamespaceRuntimes::default(),
             runtimes_dir,
-            python,
-            python_pool,
+            engines,
             engine_link: OnceLock::new(),
             _lock: lock,
         });
@@ -209,10 +192,7 @@ impl Worker {
         json!({
             "status": "ok",
             "runtimes": { "live": self.inner.registry.used(), "kept": self.inner.registry.kept_count(), "max": config.max_runtimes },
-            "engines": {
-                "python": match &self.inner.python { Ok(_) => "ready".to_string(), Err(message) => format!("unavailable: {message}") },
-                "node": "not in this build",
-            },
+            "engines": self.inner.engines.health(),
             "iii": self.inner.engine_link.get().map(|link| json!({"state": link.state(), "worker_name": link.worker_name()})),
             "configuration": self.inner.settings.status(),
         })
@@ -234,9 +214,7 @@ impl Worker {
         if let Some(link) = self.inner.engine_link.get() {
             link.shutdown().await;
         }
-        if let Some(pool) = &self.inner.python_pool {
-            pool.drain().await;
-        }
+        self.inner.engines.drain().await;
         crate::lifecycle::shutdown(&self.inner).await;
     }
 }

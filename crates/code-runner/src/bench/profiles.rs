@@ -153,6 +153,8 @@ pub fn engine_for(lang: Lang) -> Outcome<Arc<dyn Engine>> {
         Lang::Python => code_runner_python::PythonEngine::from_default_location()
             .map(|engine| Arc::new(engine) as Arc<dyn Engine>)
             .map_err(|err| err.message),
-        Lang::Node => Err("node engine not in this build".into()),
+        Lang::Node => code_runner_v8::V8Engine::new()
+            .map(|engine| Arc::new(engine) as Arc<dyn Engine>)
+            .map_err(|err| err.to_string()),
     }
 }

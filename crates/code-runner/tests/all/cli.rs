@@ -41,6 +41,48 @@ fn call_prints_the_json_answer_and_exits_0() {
     assert_eq!(answer["exit_code"], 0);
 }
 
+/// The issue's "done when", as a new user types it: the node quickstart
+/// in-process, then a busy loop and a heap bomb answered by their errors.
+#[test]
+fn node_quickstart_timeout_and_heap_bomb_from_the_command_line() {
+    let output = output_within(
+        binary().args([
+            "call",
+            RUN,
+            "lang=node",
+            r#"code=console.log("hi"); return 2 + 2"#,
+        ]),
+        CALL_LIMIT,
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let answer = stdout_json(&output);
+    assert_eq!(
+        answer,
+        json!({"stdout": "hi\n", "stderr": "", "exit_code": 0, "success": true, "duration_ms": answer["duration_ms"], "result": 4})
+    );
+    for (code, timeout, error) in [
+        ("while(true){}", "timeout_ms=200", "code-runner::timeout"),
+        (
+            "const a=[]; for(;;) a.push(new Array(1e6).fill(1))",
+            "timeout_ms=30000",
+            "code-runner::resource_exhausted",
+        ),
+    ] {
+        let output = output_within(
+            binary()
+                .args(["call", RUN, "lang=node", timeout])
+                .arg(format!("code={code}")),
+            CALL_LIMIT,
+        );
+        assert!(!output.status.success());
+        assert_eq!(stdout_json(&output)["error"]["code"], error, "{code}");
+    }
+}
+
 /// An error answer is printed as `{"error": …}` and the exit status says so,
 /// so scripts can branch on it.
 #[test]

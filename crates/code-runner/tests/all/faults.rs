@@ -7,9 +7,9 @@
 //! a `code-runner serve` subprocess because a regression here (a host stack
 //! overflow, an allocation abort) would otherwise kill the whole test binary.
 //!
-//! A case names its program per language. Only `python` exists in this
-//! build; when the V8 engine lands, a `node: Option<Code>` field joins it and
-//! [`Case::programs`] yields both, so each case gains its node column in place.
+//! A case names its program per language: `python`, and `node` where the
+//! fault has a JavaScript form (with `node_expect` when its documented ending
+//! differs), so [`Case::programs`] yields one column per language.
 
 use std::time::{Duration, Instant};
 
@@ -48,6 +48,9 @@ enum Expect {
     /// A response (not an error) for a failed program: exit code 1 and a
     /// traceback on stderr naming one of these exceptions.
     Raises(&'static [&'static str]),
+    /// The JavaScript form of `Raises`: exit code 1 and stderr starting with
+    /// one of these error names.
+    Throws(&'static [&'static str]),
     /// A response that passes this check.
     Response(fn(&Value) -> Result<(), String>),
     /// Any one of these, where the documented ending depends on which limit bites first.
@@ -78,6 +81,16 @@ impl Expect {
                     format!("a traceback naming one of {names:?}"),
                 )
             }
+            Expect::Throws(names) => {
+                ensure(ok, "a 200 response")?;
+                ensure(body["exit_code"] == 1, "exit_code 1")?;
+                ensure(body["success"] == false, "success false")?;
+                let stderr = body["stderr"].as_str().unwrap_or("");
+                ensure(
+                    names.iter().any(|n| stderr.starts_with(n)),
+                    format!("stderr starting with one of {names:?}"),
+                )
+            }
             Expect::Response(check) => {
                 ensure(ok, "a 200 response")?;
                 check(body)
@@ -105,6 +118,10 @@ fn ensure(condition: bool, expected: impl Into<String>) -> Result<(), String> {
 struct Case {
     /// The program in python.
     python: Code,
+    /// The program in JavaScript, where the fault has a node form.
+    node: Option<Code>,
+    /// The node column's ending, when it differs from `expect`.
+    node_expect: Option<Expect>,
     /// The server's configuration (YAML).
     config: &'static str,
     timeout_ms: Option<u64>,
@@ -118,6 +135,8 @@ struct Case {
 impl Case {
     const DEFAULT: Case = Case {
         python: Code::Src("pass"),
+        node: None,
+        node_expect: None,
         config: "",
         timeout_ms: None,
         memory_mb: None,
@@ -125,9 +144,13 @@ impl Case {
         within: NO_HANG,
     };
 
-    /// The programs of this case, by wire `lang`.
-    fn programs(&self) -> Vec<(&'static str, Code)> {
-        vec![("python", self.python)]
+    /// The programs of this case, by wire `lang`, each with its expected ending.
+    fn programs(&self) -> Vec<(&'static str, Code, Expect)> {
+        let mut programs = vec![("python", self.python, self.expect)];
+        if let Some(node) = self.node {
+            programs.push(("node", node, self.node_expect.unwrap_or(self.expect)));
+        }
+        programs
     }
 }
 
@@ -135,6 +158,7 @@ impl Case {
 fn two_plus_two(lang: &str) -> &'static str {
     match lang {
         "python" => "result = 2 + 2",
+        "node" => "return 2 + 2",
         other => panic!("no two_plus_two program for {other}"),
     }
 }
@@ -147,22 +171,23 @@ const CASE_MARK: &str = ".case";
 fn mark_work(lang: &str) -> &'static str {
     match lang {
         "python" => "open('/work/.case', 'w').close()\n",
+        "node" => "await iii.files.write('.case', '');\n",
         other => panic!("no mark_work statement for {other}"),
     }
 }
 
 async fn check(case: Case) {
     let mut server = Server::process(case.config).await;
-    for (lang, code) in case.programs() {
+    for (lang, code, expect) in case.programs() {
         let code = format!("{}{}", mark_work(lang), code.text());
         let mut payload = json!({"lang": lang, "code": code});
         if let Some(ms) = case.timeout_ms {
             payload["timeout_ms"] = ms.into();
         }
-        if let Some(mb) = case.memory_mb {
+        if let Some(mb) = case.memory_mb.filter(|_| lang == "python") {
             payload["memory_mb"] = mb.into();
         }
-        expect_within(&server, &case, payload, &format!("{lang} one-shot")).await;
+        expect_within(&server, &case, expect, payload, &format!("{lang} one-shot")).await;
         server.assert_alive();
         server.assert_still_serves().await;
         wait_until("the one-shot runtime's directory to go", NO_HANG, || {
@@ -171,7 +196,7 @@ async fn check(case: Case) {
         .await;
 
         let mut create = json!({"lang": lang, "code": two_plus_two(lang), "keep": true});
-        if let Some(mb) = case.memory_mb {
+        if let Some(mb) = case.memory_mb.filter(|_| lang == "python") {
             create["memory_mb"] = mb.into();
         }
         let created = server.call(RUN, create).await;
@@ -180,7 +205,7 @@ async fn check(case: Case) {
         if let Some(ms) = case.timeout_ms {
             payload["timeout_ms"] = ms.into();
         }
-        expect_within(&server, &case, payload, &format!("{lang} kept")).await;
+        expect_within(&server, &case, expect, payload, &format!("{lang} kept")).await;
         server.assert_alive();
         let next = server.run_on(&id, two_plus_two(lang)).await;
         assert_eq!(
@@ -198,11 +223,11 @@ async fn check(case: Case) {
     server.assert_alive();
 }
 
-async fn expect_within(server: &Server, case: &Case, payload: Value, what: &str) {
+async fn expect_within(server: &Server, case: &Case, expect: Expect, payload: Value, what: &str) {
     let started = Instant::now();
     let answer = server.call(RUN, payload).await;
     let took = started.elapsed();
-    if let Err(why) = case.expect.check(answer.status.as_u16(), &answer.body) {
+    if let Err(why) = expect.check(answer.status.as_u16(), &answer.body) {
         panic!(
             "{what}: {why}; got HTTP {}: {}",
             answer.status,
@@ -238,6 +263,7 @@ fault_matrix! {
     /// A busy loop never yields to the host: the epoch deadline must stop it.
     busy_loop_is_stopped_by_its_timeout => Case {
         python: Code::Src("while True: pass"),
+        node: Some(Code::Src("while (true) {}")),
         timeout_ms: Some(300),
         expect: Expect::Error(TIMEOUT, "300 ms"),
         within: ON_TIME,
@@ -247,6 +273,7 @@ fault_matrix! {
     /// A guest parked in a host sleep is invisible to epochs: the host sleep itself must stop.
     sleep_is_stopped_by_its_timeout => Case {
         python: Code::Src("import time\ntime.sleep(60)"),
+        node: Some(Code::Src("await new Promise((r) => setTimeout(r, 60000))")),
         timeout_ms: Some(300),
         expect: Expect::Error(TIMEOUT, "300 ms"),
         within: ON_TIME,
@@ -256,6 +283,7 @@ fault_matrix! {
     /// A request cannot buy more time than `max_timeout_ms`: 60000 is clamped to 500.
     timeout_above_the_maximum_is_clamped => Case {
         python: Code::Src("import time\ntime.sleep(60)"),
+        node: Some(Code::Src("await new Promise((r) => setTimeout(r, 60000))")),
         config: "max_timeout_ms: 500\ndefault_timeout_ms: 500\n",
         timeout_ms: Some(60_000),
         expect: Expect::Error(TIMEOUT, "500 ms"),
@@ -266,6 +294,8 @@ fault_matrix! {
     /// Growing lists past linear memory is `resource_exhausted`, not a host OOM.
     list_memory_bomb_is_resource_exhausted => Case {
         python: Code::Src(include_str!("../fixtures/memory_bomb_list.py")),
+        node: Some(Code::Src("const a = []; for (;;) a.push(new Array(1e6).fill(1))")),
+        node_expect: Some(Expect::Error(RESOURCE_EXHAUSTED, "heap limit 128 MiB exceeded")),
         timeout_ms: Some(30_000),
         expect: Expect::Error(RESOURCE_EXHAUSTED, "memory limit 128 MiB"),
         ..Case::DEFAULT
@@ -274,6 +304,8 @@ fault_matrix! {
     /// One huge allocation past the ceiling is refused the same way.
     bytes_memory_bomb_is_resource_exhausted => Case {
         python: Code::Src("blob = bytearray(300 << 20)"),
+        node: Some(Code::Src("const a = []; for (;;) a.push(new ArrayBuffer(16 << 20))")),
+        node_expect: Some(Expect::Error(RESOURCE_EXHAUSTED, "external memory limit 64 MiB exceeded")),
         expect: Expect::Error(RESOURCE_EXHAUSTED, "memory limit"),
         ..Case::DEFAULT
     };
@@ -291,6 +323,8 @@ fault_matrix! {
     /// (or, if the wasm stack goes first, resource_exhausted), never a host crash.
     deep_recursion_is_a_recursion_error_or_resource_exhausted => Case {
         python: Code::Src("def f(n): return f(n + 1)\nf(0)"),
+        node: Some(Code::Src("const f = (n) => f(n + 1) + 1;\nf(0)")),
+        node_expect: Some(Expect::Throws(&["RangeError: Maximum call stack size exceeded"])),
         expect: Expect::OneOf(&[
             Expect::Raises(&["RecursionError"]),
             Expect::Error(RESOURCE_EXHAUSTED, ""),
@@ -313,6 +347,7 @@ fault_matrix! {
     /// 1 GiB of stdout is a success whose stdout is head, marker and tail, at most ~17 KB.
     stdout_flood_is_truncated_around_a_marker => Case {
         python: Code::Src(include_str!("../fixtures/stdout_flood.py")),
+        node: Some(Code::Src(include_str!("../fixtures/stdout_flood.js"))),
         timeout_ms: Some(30_000),
         expect: Expect::Response(|body| {
             ensure(body["success"] == true, "success true")?;
@@ -329,6 +364,7 @@ fault_matrix! {
     /// stderr is capped on its own, with a marker naming stderr.
     stderr_flood_is_truncated_with_a_marker_naming_stderr => Case {
         python: Code::Src(include_str!("../fixtures/stderr_flood.py")),
+        node: Some(Code::Src(include_str!("../fixtures/stderr_flood.js"))),
         timeout_ms: Some(30_000),
         expect: Expect::Response(|body| {
             ensure(body["success"] == true, "success true")?;
@@ -344,6 +380,8 @@ fault_matrix! {
     /// 300 MiB into /work crosses its 256 MiB budget.
     work_flood_in_bytes_is_resource_exhausted => Case {
         python: Code::Src(include_str!("../fixtures/work_flood_bytes.py")),
+        node: Some(Code::Src(include_str!("../fixtures/scratch_flood_bytes.js"))),
+        node_expect: Some(Expect::Error(RESOURCE_EXHAUSTED, "iii.files quota exceeded: 8 MiB and 64 files")),
         timeout_ms: Some(30_000),
         expect: Expect::Error(RESOURCE_EXHAUSTED, "/work"),
         ..Case::DEFAULT
@@ -352,6 +390,8 @@ fault_matrix! {
     /// 25000 entries cross /work's 20000-entry budget.
     work_flood_in_files_is_resource_exhausted => Case {
         python: Code::Src(include_str!("../fixtures/work_flood_files.py")),
+        node: Some(Code::Src(include_str!("../fixtures/scratch_flood_files.js"))),
+        node_expect: Some(Expect::Error(RESOURCE_EXHAUSTED, "iii.files quota exceeded: 8 MiB and 64 files")),
         timeout_ms: Some(30_000),
         expect: Expect::Error(RESOURCE_EXHAUSTED, "/work"),
         ..Case::DEFAULT
@@ -360,6 +400,8 @@ fault_matrix! {
     /// `..` cannot climb out of the /work preopen.
     dot_dot_out_of_work_fails_in_the_guest => Case {
         python: Code::Src("print(open('/work/../etc/passwd').read())"),
+        node: Some(Code::Src("console.log(await iii.files.readText('../etc/passwd'))")),
+        node_expect: Some(Expect::Throws(&["IIIError: code-runner::invalid_request"])),
         expect: Expect::Raises(&["PermissionError", "FileNotFoundError"]),
         ..Case::DEFAULT
     };
@@ -367,6 +409,8 @@ fault_matrix! {
     /// There is no host filesystem outside /work.
     absolute_host_path_fails_in_the_guest => Case {
         python: Code::Src("print(open('/etc/passwd').read())"),
+        node: Some(Code::Src("console.log(await import('/etc/passwd'))")),
+        node_expect: Some(Expect::Throws(&["TypeError: cannot import"])),
         expect: Expect::Raises(&["PermissionError", "FileNotFoundError"]),
         ..Case::DEFAULT
     };
@@ -389,6 +433,7 @@ fault_matrix! {
     /// caller's own 500 ms budget.
     trigger_that_never_answers_is_bounded_by_the_run_timeout => Case {
         python: Code::Src(include_str!("../fixtures/trigger_never_answers.py")),
+        node: Some(Code::Src(include_str!("../fixtures/trigger_never_answers.js"))),
         timeout_ms: Some(500),
         expect: Expect::Error(TIMEOUT, "500 ms"),
         within: ON_TIME,
@@ -411,6 +456,7 @@ fault_matrix! {
     /// json, math) cannot break the channel.
     rebinding_wrapper_modules_does_not_break_the_channel => Case {
         python: Code::Src(include_str!("../fixtures/rebind_wrapper_modules.py")),
+        node: Some(Code::Src(include_str!("../fixtures/rebind_intrinsics.js"))),
         expect: Expect::Response(|body| ensure(body["result"] == "rebound", "result 'rebound'")),
         ..Case::DEFAULT
     };
@@ -426,6 +472,7 @@ fault_matrix! {
     /// 1 MiB of source (a comment) fits the body limit and compiles.
     one_mib_comment_runs => Case {
         python: Code::Gen(|| format!("# {}\nresult = 'ran'", "x".repeat(1 << 20))),
+        node: Some(Code::Gen(|| format!("// {}\nreturn 'ran'", "x".repeat(1 << 20)))),
         timeout_ms: Some(30_000),
         expect: Expect::Response(|body| ensure(body["result"] == "ran", "result 'ran'")),
         ..Case::DEFAULT
@@ -434,6 +481,7 @@ fault_matrix! {
     /// 1 MiB of source as a string literal compiles and is whole.
     one_mib_string_literal_runs => Case {
         python: Code::Gen(|| format!("s = '{}'\nresult = len(s)", "y".repeat(1 << 20))),
+        node: Some(Code::Gen(|| format!("const s = '{}';\nreturn s.length", "y".repeat(1 << 20)))),
         timeout_ms: Some(30_000),
         expect: Expect::Response(|body| ensure(body["result"] == 1 << 20, "result 1048576")),
         ..Case::DEFAULT
@@ -442,6 +490,61 @@ fault_matrix! {
     /// Guest python reaches the bus: a nested `code-runner::run` answers its result.
     trigger_of_code_runner_run_returns_its_result => Case {
         python: Code::Src(include_str!("../fixtures/trigger_run.py")),
+        node: Some(Code::Src(include_str!("../fixtures/trigger_run_python.js"))),
+        timeout_ms: Some(30_000),
+        expect: Expect::Response(|body| ensure(body["result"] == 42, "result 42")),
+        ..Case::DEFAULT
+    };
+
+    /// A turn awaiting a promise nothing will ever settle is idle, not busy:
+    /// its own thread ends it at the deadline (python has no such state; its
+    /// column is the equivalent host-blocking read).
+    idle_never_settling_promise_is_stopped_by_its_timeout => Case {
+        python: Code::Src("import time\ntime.sleep(60)"),
+        node: Some(Code::Src("await new Promise(() => {})")),
+        timeout_ms: Some(300),
+        expect: Expect::Error(TIMEOUT, "300 ms"),
+        within: ON_TIME,
+        ..Case::DEFAULT
+    };
+
+    /// A rejected promise nobody handles fails the run as Node would exit: exit 1.
+    unhandled_rejection_is_a_failed_run => Case {
+        python: Code::Src("raise RuntimeError('unhandled')"),
+        node: Some(Code::Src("Promise.reject(new Error('unhandled')); await new Promise((r) => setTimeout(r, 20)); return 1")),
+        expect: Expect::Raises(&["RuntimeError"]),
+        node_expect: Some(Expect::Throws(&["Error: unhandled"])),
+        ..Case::DEFAULT
+    };
+
+    /// A thrown non-Error value is shown as Node shows it, and the run fails.
+    throwing_a_non_error_is_a_failed_run => Case {
+        python: Code::Src("raise SystemExit('not an error')"),
+        node: Some(Code::Src("throw { reason: 'not an error' }")),
+        expect: Expect::Response(|body| ensure(body["exit_code"] == 1 && body["stderr"] == "not an error\n", "exit 1, the message on stderr")),
+        node_expect: Some(Expect::Response(|body| {
+            ensure(body["exit_code"] == 1, "exit_code 1")?;
+            ensure(body["stderr"] == "{ reason: 'not an error' }\n", "the value inspected on stderr")
+        })),
+        ..Case::DEFAULT
+    };
+
+    /// Every way out of the scratch directory fails inside the guest.
+    scratch_escape_attempts_fail_in_the_guest => Case {
+        python: Code::Src("import os\nresult = [os.path.exists(p) for p in ['/etc/passwd', '/work/../etc/passwd']]"),
+        node: Some(Code::Src(include_str!("../fixtures/scratch_escape.js"))),
+        expect: Expect::Response(|body| ensure(body["result"] == json!([false, false]), "nothing outside /work")),
+        node_expect: Some(Expect::Response(|body| {
+            let refused = body["result"].as_array().is_some_and(|all| all.len() == 10 && all.iter().all(|r| r == true));
+            ensure(refused, "every attempt refused")
+        })),
+        ..Case::DEFAULT
+    };
+
+    /// Guest node reaches python through the bus, and the other way round.
+    python_triggers_node_and_gets_its_result => Case {
+        python: Code::Src(include_str!("../fixtures/trigger_run_node.py")),
+        node: Some(Code::Src("return (await iii.trigger({ function_id: 'code-runner::run', payload: { lang: 'node', code: 'return 6 * 7' } })).result")),
         timeout_ms: Some(30_000),
         expect: Expect::Response(|body| ensure(body["result"] == 42, "result 42")),
         ..Case::DEFAULT
@@ -450,6 +553,7 @@ fault_matrix! {
     /// A bus error reaches the guest as an exception carrying the bus `.code`.
     trigger_bus_error_raises_with_its_code => Case {
         python: Code::Src(include_str!("../fixtures/trigger_bus_error.py")),
+        node: Some(Code::Src(include_str!("../fixtures/trigger_bus_error.js"))),
         expect: Expect::Response(|body| {
             ensure(
                 body["result"] == json!({"raised": true, "code": "function_not_found"}),

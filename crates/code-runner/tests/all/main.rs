@@ -1,7 +1,7 @@
 //! The worker's integration tests: one binary, one module per area.
 //!
 //! Everything goes through real components: a real `Worker` on real
-//! wasmtime, called over real HTTP on `127.0.0.1:0` (in-process, or the
+//! V8 and wasmtime, called over real HTTP on `127.0.0.1:0` (in-process, or the
 //! real `code-runner` binary where a regression could kill the process).
 //! Needs the python snapshot in its cache: `scripts/fetch-python-wasm`.
 
@@ -24,6 +24,7 @@ mod keep;
 mod lifetimes;
 mod limits;
 mod nesting;
+mod node;
 mod register;
 mod run;
 mod ui;

@@ -1,0 +1,204 @@
+//! V8 once per process, the startup snapshot, and one isolate booted from it
+//! with its limits.
+//!
+//! The snapshot holds the bootstrap (console, timers, the binding machinery),
+//! so booting an isolate is deserializing a heap, not running JavaScript. A
+//! booted isolate then loses every name guest code must not reach: `Deno`
+//! (deno_core's namespace, with all its ops), `__bootstrap`, and the
+//! bootstrap's own `__code_runner__`, whose functions the runtime thread keeps.
+
+use std::rc::Rc;
+use std::sync::{Arc, OnceLock};
+
+use deno_core::{JsRuntime, JsRuntimeForSnapshot, RuntimeOptions};
+
+use crate::heap::{self, ExternalBudget};
+use crate::loader::{BOOTSTRAP_NAME, ScratchLoader};
+use crate::ops;
+use crate::state::{ObjectPrototype, SharedIo};
+use crate::watchdog::Watch;
+
+/// The bootstrap: `inspect.js`, `format.js` and `bootstrap.js` inside one
+/// function, so nothing they declare lands in the global scope.
+const BOOTSTRAP: &str = concat!(
+    "((globalThis) => {\n\"use strict\";\n",
+    include_str!("js/inspect.js"),
+    include_str!("js/format.js"),
+    include_str!("js/bootstrap.js"),
+    "\n})(globalThis);\n"
+);
+
+/// Names deleted from the global object before any guest code runs:
+/// deno_core's namespaces, the bootstrap's handle, and WebAssembly (V8
+/// installs it into every context it deserializes; its memories are outside
+/// both `heap_mb` and `external_mb`).
+const HIDDEN_GLOBALS: [&str; 4] = ["Deno", "__bootstrap", "__code_runner__", "WebAssembly"];
+
+/// How many times a refused ArrayBuffer may grow the heap limit by 1 MiB
+/// (see the near-heap-limit callback): the heap cap drifts by at most this.
+const MAX_EXTERNAL_GRANTS: u32 = 32;
+
+/// Initialises V8 once per process, in normal (not snapshotting) mode.
+pub fn init_v8() {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| JsRuntime::init_platform(None));
+}
+
+/// The startup snapshot, made once per process.
+///
+/// # Errors
+/// The bootstrap failed to run (a bug in this crate, reported as text).
+pub fn snapshot() -> Result<&'static [u8], String> {
+    static SNAPSHOT: OnceLock<Result<&'static [u8], String>> = OnceLock::new();
+    SNAPSHOT
+        .get_or_init(|| {
+            init_v8();
+            let mut runtime = JsRuntimeForSnapshot::try_new(RuntimeOptions {
+                extensions: vec![ops::extension()],
+                ..RuntimeOptions::default()
+            })
+            .map_err(|err| format!("cannot create the snapshot runtime: {err}"))?;
+            runtime
+                .execute_script(BOOTSTRAP_NAME, BOOTSTRAP)
+                .map_err(|err| format!("the bootstrap failed: {err}"))?;
+            Ok(&*Box::leak(runtime.snapshot()))
+        })
+        .clone()
+}
+
+/// Limits fixed when an isolate is booted.
+#[derive(Debug, Clone, Copy)]
+pub struct IsolateLimits {
+    /// V8 heap ceiling in MiB.
+    pub heap_mb: u64,
+    /// ArrayBuffer (off-heap) ceiling in MiB.
+    pub external_mb: u64,
+}
+
+/// The bootstrap functions the runtime thread calls.
+pub struct Internals {
+    /// `install(specJson)`: replaces the binding globals.
+    pub install: v8::Global<v8::Function>,
+    /// `define(key, specifier)`: imports a handler module.
+    pub define: v8::Global<v8::Function>,
+    /// `invoke(key, payloadJson)`: calls a kept handler.
+    pub invoke: v8::Global<v8::Function>,
+    /// `describeThrown(value)`: Node's text for an uncaught exception.
+    pub describe_thrown: v8::Global<v8::Function>,
+    /// `endTurn(marker)`: cancels a finished turn's timers.
+    pub end_turn: v8::Global<v8::Function>,
+    /// A function that does nothing: the rejection handler that marks a turn's promise handled.
+    pub noop: v8::Global<v8::Function>,
+}
+
+/// A booted isolate and everything that must outlive it.
+pub struct Isolate {
+    /// The bootstrap's functions (handles into the isolate, dropped first).
+    pub internals: Internals,
+    /// The runtime; it keeps its own callback state alive past the isolate.
+    pub runtime: JsRuntime,
+    /// The module loader (handler sources are registered on it).
+    pub loader: Rc<ScratchLoader>,
+    /// The off-heap budget (shared with the allocator V8 owns).
+    pub external: Arc<ExternalBudget>,
+}
+
+/// Boots an isolate from the snapshot with `limits`, wired to `io` and `watch`.
+///
+/// # Errors
+/// The snapshot is unusable or the bootstrap's functions are missing.
+pub fn boot(
+    snapshot: &'static [u8],
+    limits: IsolateLimits,
+    io: &SharedIo,
+    watch: &Arc<Watch>,
+) -> Result<Isolate, String> {
+    let external = ExternalBudget::new(limits.external_mb);
+    let heap_bytes = usize::try_from(limits.heap_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+    let params = v8::CreateParams::default()
+        .heap_limits(0, heap_bytes)
+        .array_buffer_allocator(heap::allocator(&external));
+    let loader = Rc::new(ScratchLoader::new(io.clone()));
+    let mut runtime = JsRuntime::try_new(RuntimeOptions {
+        startup_snapshot: Some(snapshot),
+        extensions: vec![ops::extension()],
+        create_params: Some(params),
+        module_loader: Some(loader.clone()),
+        ..RuntimeOptions::default()
+    })
+    .map_err(|err| format!("cannot boot an isolate: {err}"))?;
+    runtime.op_state().borrow_mut().put(io.clone());
+    let handle = runtime.v8_isolate().thread_safe_handle();
+    watch.set_isolate(Some(handle));
+    let heap_watch = watch.clone();
+    let pressure = external.clone();
+    let mut external_grants = 0u32;
+    runtime.add_near_heap_limit_callback(move |current, initial| {
+        // V8 also calls this from the last-resort collection it runs when
+        // the ArrayBuffer allocator refused an allocation: that is external
+        // memory, not a full heap, so it grants a little room (never the
+        // same limit) and condemns nothing; the guest gets its RangeError.
+        if pressure.take_refused() && external_grants < MAX_EXTERNAL_GRANTS {
+            external_grants += 1;
+            return current.saturating_add(1 << 20);
+        }
+        // The heap is full: record why, stop the JavaScript, and grant room
+        // to unwind. The same limit again would be a fatal out-of-memory
+        // abort of the whole process.
+        heap_watch.heap_exhausted();
+        current.saturating_add(initial.max(32 << 20))
+    });
+    runtime.v8_isolate().set_allow_atomics_wait(false);
+    let internals = take_internals(&mut runtime)?;
+    Ok(Isolate {
+        internals,
+        runtime,
+        loader,
+        external,
+    })
+}
+
+fn take_internals(runtime: &mut JsRuntime) -> Result<Internals, String> {
+    let prototype;
+    let internals = {
+        deno_core::scope!(scope, runtime);
+        let global = scope.get_current_context().global(scope);
+        let key = v8::String::new(scope, "__code_runner__").ok_or("no key")?;
+        let object: v8::Local<v8::Object> = global
+            .get(scope, key.into())
+            .and_then(|value| value.try_into().ok())
+            .ok_or("the bootstrap left no __code_runner__")?;
+        let function = |name: &str| -> Result<v8::Global<v8::Function>, String> {
+            let key = v8::String::new(scope, name).ok_or("no key")?;
+            let value: v8::Local<v8::Function> = object
+                .get(scope, key.into())
+                .and_then(|value| value.try_into().ok())
+                .ok_or_else(|| format!("the bootstrap has no {name}()"))?;
+            Ok(v8::Global::new(scope, value))
+        };
+        let internals = Internals {
+            install: function("install")?,
+            define: function("define")?,
+            invoke: function("invoke")?,
+            describe_thrown: function("describeThrown")?,
+            end_turn: function("endTurn")?,
+            noop: function("noop")?,
+        };
+        for name in HIDDEN_GLOBALS {
+            let key = v8::String::new(scope, name).ok_or("no key")?;
+            global.delete(scope, key.into());
+        }
+        let plain = v8::Object::new(scope);
+        let proto: v8::Local<v8::Object> = plain
+            .get_prototype(scope)
+            .and_then(|value| value.try_into().ok())
+            .ok_or("no Object.prototype")?;
+        prototype = v8::Global::new(scope, proto);
+        internals
+    };
+    runtime
+        .op_state()
+        .borrow_mut()
+        .put(ObjectPrototype(prototype));
+    Ok(internals)
+}

@@ -1,0 +1,440 @@
+// code-runner's bootstrap: the globals guest code sees (console, timers,
+// TextEncoder/TextDecoder, performance, structuredClone) and the machinery the
+// runtime thread drives (binding namespaces, handlers, turn clean-up).
+//
+// It runs once, while the startup snapshot is made, inside a function whose
+// closures are the only holders of deno_core's `Deno.core` and of our ops.
+// The runtime thread takes `globalThis.__code_runner__` and deletes it, with
+// `Deno` and `__bootstrap`, before any guest code runs.
+const core = globalThis.Deno.core;
+const {
+  op_cr_print, op_cr_uncaught, op_cr_call, op_cr_wait, op_cr_now,
+  op_cr_files_write_text, op_cr_files_write_bytes, op_cr_files_size, op_cr_files_read_into,
+  op_cr_files_read_text, op_cr_files_list, op_cr_files_remove, op_cr_encode_into,
+} = core.ops;
+const inspection = makeInspect(core);
+const { inspect } = inspection;
+const { format, formatThrown, formatUnhandled } = makeFormat(core, inspection);
+const {
+  getAsyncContext, setAsyncContext, queueUserTimer, cancelTimer, getTimerDepth,
+  isAnyArrayBuffer, isArrayBufferView,
+} = core;
+const coreByteLength = core.byteLength;
+const coreDecode = core.decode;
+const coreStructuredClone = core.structuredClone;
+
+const ObjectCreate = Object.create;
+const ObjectFreeze = Object.freeze;
+const ObjectDefineProperty = Object.defineProperty;
+const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+const ObjectKeys = Object.keys;
+const ReflectApply = Reflect.apply;
+const ReflectDeleteProperty = Reflect.deleteProperty;
+const JSONParse = JSON.parse;
+const JSONStringify = JSON.stringify;
+const ErrorCtor = Error;
+const TypeErrorCtor = TypeError;
+const RangeErrorCtor = RangeError;
+const ErrorCaptureStackTrace = Error.captureStackTrace;
+const NumberCtor = Number;
+const StringCtor = String;
+const Uint8ArrayCtor = Uint8Array;
+const MathMin = Math.min;
+const MapCtor = Map;
+const MapGet = Map.prototype.get;
+const MapSet = Map.prototype.set;
+const MapHas = Map.prototype.has;
+const MapDelete = Map.prototype.delete;
+const MapForEach = Map.prototype.forEach;
+const MapSizeGet = Object.getOwnPropertyDescriptor(Map.prototype, "size").get;
+const StringSlice = String.prototype.slice;
+const StringCharCodeAt = String.prototype.charCodeAt;
+const StringReplaceAll = String.prototype.replaceAll;
+const NumberToFixed = Number.prototype.toFixed;
+const fn = (f, self, ...args) => ReflectApply(f, self, args);
+
+const STDOUT = 1;
+const STDERR = 2;
+/** Longest piece of text handed to the host at once (UTF-16 units). */
+const CHUNK = 1 << 16;
+/** Longest error text carried out of the isolate. */
+const MAX_ERROR_TEXT = 64 * 1024;
+/** Timers one runtime may have pending. */
+const MAX_TIMERS = 10000;
+
+// ---- output ----------------------------------------------------------------
+
+function write(stream, text) {
+  if (text.length <= CHUNK) {
+    op_cr_print(stream, text);
+    return;
+  }
+  for (let i = 0; i < text.length;) {
+    let end = MathMin(i + CHUNK, text.length);
+    const last = fn(StringCharCodeAt, text, end - 1);
+    if (end < text.length && last >= 0xd800 && last <= 0xdbff) end--;
+    op_cr_print(stream, fn(StringSlice, text, i, end));
+    i = end;
+  }
+}
+
+let groupIndent = "";
+function emit(stream, text) {
+  if (groupIndent !== "") text = groupIndent + fn(StringReplaceAll, text, "\n", `\n${groupIndent}`);
+  write(stream, `${text}\n`);
+}
+
+function capText(text) {
+  if (text.length <= MAX_ERROR_TEXT) return text;
+  return `${fn(StringSlice, text, 0, MAX_ERROR_TEXT)}… [${text.length - MAX_ERROR_TEXT} more characters]`;
+}
+
+/** Formats a thrown value; never throws, whatever the value does. */
+function describeThrown(value, unhandled) {
+  try {
+    return capText(unhandled ? formatUnhandled(value) : formatThrown(value));
+  } catch {
+    try {
+      return capText(StringCtor(value));
+    } catch {
+      return "Uncaught exception (its value cannot be shown)";
+    }
+  }
+}
+
+function reportUncaught(error) {
+  op_cr_uncaught(describeThrown(error, false));
+}
+
+core.setReportExceptionCallback(reportUncaught);
+core.setUnhandledPromiseRejectionHandler((_promise, reason) => {
+  op_cr_uncaught(describeThrown(reason, true));
+  return true;
+});
+
+const counts = new MapCtor();
+const timings = new MapCtor();
+const millis = (ms) => `${fn(NumberToFixed, ms, 3)}ms`;
+const consoleObject = {
+  log: (...args) => emit(STDOUT, format(args)),
+  info: (...args) => emit(STDOUT, format(args)),
+  debug: (...args) => emit(STDOUT, format(args)),
+  error: (...args) => emit(STDERR, format(args)),
+  warn: (...args) => emit(STDERR, format(args)),
+  dir: (value) => emit(STDOUT, inspect(value)),
+  dirxml: (...args) => emit(STDOUT, format(args)),
+  table: (...args) => emit(STDOUT, format(args)),
+  trace: function trace(...args) {
+    const holder = { name: "Trace", message: format(args) };
+    ErrorCaptureStackTrace(holder, trace);
+    emit(STDERR, holder.stack);
+  },
+  assert: (condition, ...args) => {
+    if (!condition) emit(STDERR, args.length > 0 ? `Assertion failed: ${format(args)}` : "Assertion failed");
+  },
+  count: (label = "default") => {
+    label = `${label}`;
+    const n = (fn(MapGet, counts, label) ?? 0) + 1;
+    fn(MapSet, counts, label, n);
+    emit(STDOUT, `${label}: ${n}`);
+  },
+  countReset: (label = "default") => {
+    fn(MapDelete, counts, `${label}`);
+  },
+  time: (label = "default") => {
+    fn(MapSet, timings, `${label}`, op_cr_now());
+  },
+  timeLog: (label = "default", ...data) => {
+    label = `${label}`;
+    const start = fn(MapGet, timings, label);
+    if (start === undefined) {
+      emit(STDERR, `Warning: No such label '${label}' for console.timeLog()`);
+      return;
+    }
+    emit(STDOUT, `${label}: ${millis(op_cr_now() - start)}${data.length > 0 ? ` ${format(data)}` : ""}`);
+  },
+  timeEnd: (label = "default") => {
+    label = `${label}`;
+    const start = fn(MapGet, timings, label);
+    if (start === undefined) {
+      emit(STDERR, `Warning: No such label '${label}' for console.timeEnd()`);
+      return;
+    }
+    fn(MapDelete, timings, label);
+    emit(STDOUT, `${label}: ${millis(op_cr_now() - start)}`);
+  },
+  group: (...label) => {
+    if (label.length > 0) emit(STDOUT, format(label));
+    groupIndent += "  ";
+  },
+  groupCollapsed: (...label) => {
+    if (label.length > 0) emit(STDOUT, format(label));
+    groupIndent += "  ";
+  },
+  groupEnd: () => {
+    groupIndent = fn(StringSlice, groupIndent, 2);
+  },
+};
+
+// ---- timers ----------------------------------------------------------------
+
+/** Pending timer id → the turn marker that set it. */
+const timerOwners = new MapCtor();
+
+function setTimer(repeat, callback, delay, args) {
+  if (typeof callback !== "function") {
+    throw new TypeErrorCtor(`The "callback" argument must be of type function. Received ${inspect(callback)}`);
+  }
+  if (fn(MapSizeGet, timerOwners) >= MAX_TIMERS) {
+    throw new RangeErrorCtor(`at most ${MAX_TIMERS} timers may be pending in one runtime`);
+  }
+  delay = NumberCtor(delay);
+  if (!(delay >= 1 && delay <= 2147483647)) delay = 1;
+  const marker = getAsyncContext();
+  let id = 0;
+  id = queueUserTimer(getTimerDepth() + 1, repeat, delay, () => {
+    if (!repeat) fn(MapDelete, timerOwners, id);
+    const previous = getAsyncContext();
+    setAsyncContext(marker);
+    try {
+      ReflectApply(callback, undefined, args);
+    } catch (error) {
+      reportUncaught(error);
+    } finally {
+      setAsyncContext(previous);
+    }
+  });
+  fn(MapSet, timerOwners, id, marker);
+  return id;
+}
+
+function clearTimer(id) {
+  if (fn(MapHas, timerOwners, id)) {
+    fn(MapDelete, timerOwners, id);
+    cancelTimer(id);
+  }
+}
+
+/** Cancels the timers a finished turn left pending. */
+function endTurn(marker) {
+  const ids = [];
+  fn(MapForEach, timerOwners, (owner, id) => {
+    if (owner === marker) ids[ids.length] = id;
+  });
+  for (let i = 0; i < ids.length; i++) clearTimer(ids[i]);
+}
+
+// ---- web globals -----------------------------------------------------------
+
+class TextEncoder {
+  get encoding() {
+    return "utf-8";
+  }
+  encode(input = "") {
+    // Allocated here, by the isolate's allocator: the bytes count against external_mb.
+    const text = `${input}`;
+    const bytes = new Uint8ArrayCtor(coreByteLength(text));
+    op_cr_encode_into(text, bytes);
+    return bytes;
+  }
+}
+
+class TextDecoder {
+  #label;
+  constructor(label = "utf-8") {
+    label = `${label}`.toLowerCase();
+    if (label !== "utf-8" && label !== "utf8" && label !== "unicode-1-1-utf-8") {
+      throw new RangeErrorCtor(`The "${label}" encoding is not supported`);
+    }
+    this.#label = "utf-8";
+  }
+  get encoding() {
+    return this.#label;
+  }
+  decode(input) {
+    if (input === undefined) return "";
+    if (isAnyArrayBuffer(input)) return coreDecode(new Uint8ArrayCtor(input));
+    if (isArrayBufferView(input)) return coreDecode(new Uint8ArrayCtor(input.buffer, input.byteOffset, input.byteLength));
+    throw new TypeErrorCtor("TextDecoder.decode: input must be an ArrayBuffer or an ArrayBufferView");
+  }
+}
+
+const globals = {
+  console: consoleObject,
+  setTimeout: (callback, delay, ...args) => setTimer(false, callback, delay, args),
+  setInterval: (callback, delay, ...args) => setTimer(true, callback, delay, args),
+  setImmediate: (callback, ...args) => setTimer(false, callback, 0, args),
+  clearTimeout: clearTimer,
+  clearInterval: clearTimer,
+  clearImmediate: clearTimer,
+  TextEncoder,
+  TextDecoder,
+  performance: ObjectFreeze({ now: () => op_cr_now() }),
+  structuredClone: (value) => coreStructuredClone(value),
+};
+for (const name of ObjectKeys(globals)) {
+  ObjectDefineProperty(globalThis, name, { value: globals[name], writable: true, configurable: true, enumerable: false });
+}
+
+// ---- bindings --------------------------------------------------------------
+
+function rejection(code, message, member, ErrorClass, memberProperty) {
+  const text = code ? `${code}: ${message}` : message;
+  const error = ErrorClass === null ? new ErrorCtor(text) : new ErrorClass(text);
+  ObjectDefineProperty(error, "code", { value: code ?? null, writable: true, configurable: true, enumerable: true });
+  if (ErrorClass !== null) {
+    ObjectDefineProperty(error, memberProperty, { value: member, writable: true, configurable: true, enumerable: true });
+  }
+  return error;
+}
+
+async function callBinding(ns, member, args, ErrorClass, memberProperty) {
+  const id = op_cr_call(ns, member, args === undefined ? null : args);
+  const answer = await op_cr_wait(id);
+  if (answer[0] === "o") return JSONParse(fn(StringSlice, answer, 1));
+  const failure = JSONParse(fn(StringSlice, answer, 1));
+  const error = rejection(failure.code, failure.message, member, ErrorClass, memberProperty);
+  ErrorCaptureStackTrace(error, callBinding);
+  throw error;
+}
+
+/** Handlers kept by key: `Task::Define`, and the registrars' callables. */
+const handlers = new MapCtor();
+
+async function register(ns, member, id, handler, options, ErrorClass, memberProperty) {
+  if (typeof id !== "string") throw new TypeErrorCtor(`${ns}.${member}(id, handler, options?): id must be a string`);
+  if (typeof handler !== "function") throw new TypeErrorCtor(`${ns}.${member}(id, handler, options?): handler must be a function`);
+  const previous = fn(MapGet, handlers, id);
+  fn(MapSet, handlers, id, handler);
+  try {
+    return await callBinding(ns, member, { id, options: options === undefined ? null : options }, ErrorClass, memberProperty);
+  } catch (error) {
+    if (fn(MapGet, handlers, id) === handler) {
+      if (previous === undefined) fn(MapDelete, handlers, id);
+      else fn(MapSet, handlers, id, previous);
+    }
+    throw error;
+  }
+}
+
+async function filesCall(member, work, ErrorClass, memberProperty) {
+  try {
+    return work();
+  } catch (error) {
+    if (error === null || typeof error !== "object" || !("code" in error)) throw error;
+    throw rejection(error.code, error.message, member, ErrorClass, memberProperty);
+  }
+}
+
+function checkName(member, name) {
+  if (typeof name !== "string") throw new TypeErrorCtor(`iii.files.${member}(name…): name must be a string`);
+  return name;
+}
+
+function makeFiles(ErrorClass, memberProperty) {
+  const call = (member, work) => filesCall(`files.${member}`, work, ErrorClass, memberProperty);
+  const files = {
+    write: (name, contents) => call("write", () => {
+      checkName("write", name);
+      if (typeof contents === "string") return op_cr_files_write_text(name, contents);
+      if (isAnyArrayBuffer(contents) || isArrayBufferView(contents)) return op_cr_files_write_bytes(name, contents);
+      throw new TypeErrorCtor("iii.files.write(name, contents): contents must be a string, a typed array, a DataView or an ArrayBuffer");
+    }),
+    read: (name) => call("read", () => {
+      // The guest's allocation, so the bytes count against external_mb.
+      const bytes = new Uint8ArrayCtor(op_cr_files_size(checkName("read", name)));
+      op_cr_files_read_into(name, bytes);
+      return bytes;
+    }),
+    readText: (name) => call("readText", () => op_cr_files_read_text(checkName("readText", name))),
+    list: () => call("list", () => op_cr_files_list()),
+    remove: (name) => call("remove", () => op_cr_files_remove(checkName("remove", name))),
+  };
+  const target = ObjectCreate(null);
+  for (const name of ObjectKeys(files)) {
+    ObjectDefineProperty(target, name, { value: files[name], enumerable: true });
+  }
+  return ObjectFreeze(target);
+}
+
+function makeErrorClass(name) {
+  const ErrorClass = { [name]: class extends ErrorCtor {} }[name];
+  ObjectDefineProperty(ErrorClass.prototype, "name", { value: name, writable: true, configurable: true, enumerable: false });
+  return ErrorClass;
+}
+
+/** The globals `install` defined, each with what it replaced (to put back). */
+let installed = [];
+
+/** Replaces the binding globals with the namespaces of `specJson`. */
+function install(specJson) {
+  const spec = JSONParse(specJson);
+  for (let i = installed.length - 1; i >= 0; i--) {
+    const name = installed[i][0];
+    const replaced = installed[i][1];
+    if (replaced === undefined) ReflectDeleteProperty(globalThis, name);
+    else ObjectDefineProperty(globalThis, name, replaced);
+  }
+  installed = [];
+  const define = (name, value) => {
+    installed[installed.length] = [name, ObjectGetOwnPropertyDescriptor(globalThis, name)];
+    ObjectDefineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
+  };
+  for (let i = 0; i < spec.length; i++) {
+    const ns = spec[i];
+    const global = ns.global;
+    let ErrorClass = null;
+    let memberProperty = null;
+    if (ns.error_class !== null) {
+      ErrorClass = makeErrorClass(ns.error_class.name);
+      memberProperty = ns.error_class.member_name_property;
+      define(ns.error_class.name, ErrorClass);
+    }
+    const target = ObjectCreate(null);
+    const member = (name, value) => ObjectDefineProperty(target, name, { value, enumerable: true });
+    for (let j = 0; j < ns.functions.length; j++) {
+      const name = ns.functions[j];
+      member(name, { [name]: (args) => callBinding(global, name, args, ErrorClass, memberProperty) }[name]);
+    }
+    for (let j = 0; j < ns.registrars.length; j++) {
+      const name = ns.registrars[j];
+      member(name, { [name]: (id, handler, options) => register(global, name, id, handler, options, ErrorClass, memberProperty) }[name]);
+    }
+    const values = ns.values;
+    const keys = ObjectKeys(values);
+    for (let j = 0; j < keys.length; j++) member(keys[j], values[keys[j]]);
+    if (ns.files) member("files", makeFiles(ErrorClass, memberProperty));
+    define(global, ObjectFreeze(target));
+  }
+}
+
+// ---- turns -----------------------------------------------------------------
+
+/** `Task::Define`: imports the handler module and keeps its `handler`. */
+async function define(key, specifier) {
+  const module = await import(specifier);
+  const handler = module.handler;
+  if (typeof handler !== "function") {
+    throw new TypeErrorCtor("the module exports no handler function: write `export function handler(payload) { … }`");
+  }
+  fn(MapSet, handlers, key, handler);
+}
+
+/** `Task::Invoke`: calls the handler kept under `key` with the payload. */
+async function invoke(key, payloadJson) {
+  const handler = fn(MapGet, handlers, key);
+  if (handler === undefined) throw new ErrorCtor(`no handler is kept under ${JSONStringify(key)}`);
+  return await handler(JSONParse(payloadJson));
+}
+
+ObjectDefineProperty(globalThis, "__code_runner__", {
+  value: ObjectFreeze({
+    install,
+    define,
+    invoke,
+    describeThrown: (value) => describeThrown(value, false),
+    endTurn,
+    noop: () => {},
+  }),
+  configurable: true,
+});

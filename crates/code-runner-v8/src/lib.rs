@@ -1,0 +1,258 @@
+//! code-runner's node engine: JavaScript in V8 isolates, through deno_core.
+//!
+//! [`V8Engine`] makes a startup snapshot once per process (the bootstrap:
+//! Node-style `console`, timers, the binding machinery) and boots runtimes
+//! from it. Each runtime is one isolate owned by one OS thread; the rest of
+//! the program holds a [`V8Runtime`] handle (`Send + Sync`) that talks to the
+//! thread by channel. The guest's code is the body of an async function:
+//! `return x` is the completion, `await` works.
+//!
+//! Limits: a process-wide watchdog terminates JavaScript that runs past its
+//! turn's deadline (idle turns are ended by their own thread); `heap_mb`
+//! caps the V8 heap (a near-heap-limit callback terminates, grants room to
+//! unwind, and the isolate is replaced); `external_mb` caps ArrayBuffer
+//! memory (a counting allocator); `iii.files` is bounded by `scratch_mb` and
+//! `scratch_files`. Nothing of V8 or deno_core crosses this crate's API.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), code_runner_core::RunnerError> {
+//! use code_runner_core::{AbortSignal, Bindings, Completion, Engine, RuntimeOptions, Task, TurnEnding, TurnSpec};
+//! use code_runner_v8::V8Engine;
+//!
+//! let engine = V8Engine::new()?;
+//! let work = std::env::temp_dir().join("demo-node");
+//! let runtime = engine.spawn(RuntimeOptions { work_dir: work, ..RuntimeOptions::default() }).await?;
+//! let outcome = runtime.run(TurnSpec {
+//!     task: Task::program("console.log('hi'); return 2 + 2"),
+//!     timeout: std::time::Duration::from_secs(5),
+//!     bindings: Bindings::none(),
+//!     max_stream_bytes: Some(16_384),
+//!     abort: AbortSignal::new(),
+//! }).await;
+//! assert_eq!(outcome.stdout.render(), "hi\n");
+//! assert!(matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, completion: Completion::Value(_), .. }));
+//! runtime.close().await;
+//! # Ok(()) }
+//! ```
+
+#![deny(missing_docs)]
+
+mod convert;
+mod files;
+mod heap;
+mod isolate;
+mod loader;
+mod ops;
+mod state;
+mod thread;
+mod turn;
+mod watchdog;
+
+use std::sync::{Arc, Mutex};
+
+use code_runner_core::{
+    BoxFuture, Engine, Fault, Lang, RunnerError, Runtime, RuntimeOptions, Task, TurnEnding,
+    TurnOutcome, TurnSpec,
+};
+use tokio::sync::{mpsc, oneshot};
+
+pub use files::MAX_NAME_BYTES;
+pub use ops::MAX_TRANSFER_BYTES;
+pub use state::MAX_CALLS_IN_FLIGHT;
+
+use thread::{Boot, Command};
+use watchdog::Watch;
+
+/// Native stack of a runtime thread: far above V8's own stack limit (about
+/// 1 MiB), so deep guest recursion is V8's `RangeError`, never a host overflow.
+const THREAD_STACK_BYTES: usize = 8 << 20;
+/// Turns that may wait in a runtime's channel before senders wait too.
+const CHANNEL_DEPTH: usize = 64;
+
+/// Errors of the node engine.
+#[derive(Debug, thiserror::Error)]
+pub enum V8Error {
+    /// The startup snapshot or the watchdog could not be made.
+    #[error("the V8 engine cannot start: {0}")]
+    Unavailable(String),
+}
+
+impl From<V8Error> for RunnerError {
+    fn from(err: V8Error) -> Self {
+        RunnerError::engine(err.to_string())
+    }
+}
+
+/// The node engine: one startup snapshot per process, one isolate per runtime.
+#[derive(Clone)]
+pub struct V8Engine {
+    snapshot: &'static [u8],
+    files_namespace: Option<String>,
+}
+
+impl std::fmt::Debug for V8Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("V8Engine")
+            .field("snapshot_bytes", &self.snapshot.len())
+            .field("files_namespace", &self.files_namespace)
+            .finish()
+    }
+}
+
+impl V8Engine {
+    /// Initialises V8 (once per process) and makes the startup snapshot
+    /// (once per process, tens of milliseconds; call it off async threads).
+    ///
+    /// # Errors
+    /// [`V8Error::Unavailable`] when the bootstrap cannot be snapshotted.
+    pub fn new() -> Result<V8Engine, V8Error> {
+        let snapshot = isolate::snapshot().map_err(V8Error::Unavailable)?;
+        Ok(V8Engine {
+            snapshot,
+            files_namespace: None,
+        })
+    }
+
+    /// Attaches `iii.files` (the runtime's scratch directory) to the binding
+    /// namespace named `global`, in every turn whose bindings include it.
+    /// Without this, no namespace gets `files`; modules in the scratch
+    /// directory are importable either way.
+    #[must_use]
+    pub fn files_namespace(mut self, global: impl Into<String>) -> Self {
+        self.files_namespace = Some(global.into());
+        self
+    }
+
+    /// Bytes of the startup snapshot.
+    pub fn snapshot_bytes(&self) -> usize {
+        self.snapshot.len()
+    }
+
+    async fn boot(&self, options: RuntimeOptions) -> Result<Arc<dyn Runtime>, RunnerError> {
+        let host = tokio::runtime::Handle::try_current()
+            .map_err(|_| RunnerError::engine("the node engine needs a tokio runtime"))?;
+        let watch = Watch::new().map_err(RunnerError::engine)?;
+        let (commands, receiver) = mpsc::channel(CHANNEL_DEPTH);
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let (stopped_tx, stopped_rx) = oneshot::channel::<()>();
+        let boot = Boot {
+            snapshot: self.snapshot,
+            options,
+            files_namespace: self.files_namespace.clone(),
+            host,
+            watch: watch.clone(),
+        };
+        std::thread::Builder::new()
+            .name("code-runner-v8".into())
+            .stack_size(THREAD_STACK_BYTES)
+            .spawn(move || {
+                thread::thread_main(boot, receiver, ready_tx, stopped_tx);
+            })
+            .map_err(|err| RunnerError::engine(format!("cannot start a runtime thread: {err}")))?;
+        let runtime = V8Runtime {
+            commands: Mutex::new(Some(commands)),
+            watch,
+            turn_lock: tokio::sync::Mutex::new(()),
+            stopped: tokio::sync::Mutex::new(Some(stopped_rx)),
+        };
+        match ready_rx.await {
+            Ok(Ok(())) => Ok(Arc::new(runtime)),
+            Ok(Err(message)) => {
+                runtime.shutdown().await;
+                Err(RunnerError::engine(format!(
+                    "a node runtime failed to boot: {message}"
+                )))
+            }
+            Err(_) => Err(RunnerError::engine(
+                "a node runtime's thread ended during boot",
+            )),
+        }
+    }
+}
+
+impl Engine for V8Engine {
+    fn lang(&self) -> Lang {
+        Lang::Node
+    }
+
+    fn spawn(
+        &self,
+        options: RuntimeOptions,
+    ) -> BoxFuture<'_, Result<Arc<dyn Runtime>, RunnerError>> {
+        Box::pin(self.boot(options))
+    }
+}
+
+/// A live node runtime: the `Send + Sync` handle to its thread.
+///
+/// [`Runtime::close`] resolves once the runtime has stopped: no guest code
+/// will run again and its scratch files are deleted. The isolate's memory is
+/// released by its thread right after, off the caller's path.
+pub struct V8Runtime {
+    commands: Mutex<Option<mpsc::Sender<Command>>>,
+    watch: Arc<Watch>,
+    /// Serializes programs and definitions; invokes pass (see [`thread`]).
+    turn_lock: tokio::sync::Mutex<()>,
+    stopped: tokio::sync::Mutex<Option<oneshot::Receiver<()>>>,
+}
+
+impl V8Runtime {
+    async fn turn(&self, spec: TurnSpec) -> TurnOutcome {
+        let cap = spec.max_stream_bytes;
+        let _serial = match spec.task {
+            Task::Invoke { .. } => None,
+            _ => Some(self.turn_lock.lock().await),
+        };
+        let sender = self
+            .commands
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let Some(sender) = sender else {
+            return thread::outcome(cap, TurnEnding::Faulted(Fault::Aborted));
+        };
+        let (reply, answer) = oneshot::channel();
+        if sender.send(Command::Turn(spec, reply)).await.is_err() {
+            return thread::outcome(cap, TurnEnding::Faulted(Fault::Aborted));
+        }
+        answer.await.unwrap_or_else(|_| {
+            let fault = if self.watch.is_closing() {
+                Fault::Aborted
+            } else {
+                Fault::Crashed("the runtime thread ended mid-turn".into())
+            };
+            thread::outcome(cap, TurnEnding::Faulted(fault))
+        })
+    }
+
+    async fn shutdown(&self) {
+        self.watch.close();
+        self.commands
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(stopped) = self.stopped.lock().await.take() {
+            let _ = stopped.await;
+        }
+    }
+}
+
+impl Runtime for V8Runtime {
+    fn lang(&self) -> Lang {
+        Lang::Node
+    }
+
+    fn run(&self, turn: TurnSpec) -> BoxFuture<'_, TurnOutcome> {
+        Box::pin(self.turn(turn))
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.shutdown())
+    }
+}
+
+impl Drop for V8Runtime {
+    fn drop(&mut self) {
+        self.watch.close();
+    }
+}

@@ -1,0 +1,185 @@
+//! The ES module loader: modules come from the runtime's scratch directory
+//! (files written with `iii.files`) and nowhere else.
+//!
+//! A specifier is a bare file name, optionally `./`-prefixed
+//! (`import('./util.js')`, `import 'util.js'`); it resolves to `file:///<name>`,
+//! a URL naming the scratch file and never the host path. Anything else
+//! (`node:fs`, `https://…`, `../x`, `ext:…`) is refused with an error the guest
+//! can catch. Handler modules of [`code_runner_core::Task::Define`] come in
+//! under `code-runner:define/<n>`, registered by the runtime thread just
+//! before it imports them, and only the bootstrap may import those.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use deno_core::{
+    ModuleLoadOptions, ModuleLoadReferrer, ModuleLoadResponse, ModuleLoader, ModuleSource,
+    ModuleSourceCode, ModuleSpecifier, ModuleType, RequestedModuleType, ResolutionKind,
+};
+use deno_error::JsErrorBox;
+
+use crate::files;
+use crate::state::SharedIo;
+
+/// The script name of the bootstrap, the only referrer allowed to import handler modules.
+pub const BOOTSTRAP_NAME: &str = "[code-runner]";
+/// The scheme of handler modules.
+const DEFINE_PREFIX: &str = "code-runner:define/";
+
+/// Loads modules from one runtime's scratch directory.
+pub struct ScratchLoader {
+    io: SharedIo,
+    defines: RefCell<HashMap<String, String>>,
+}
+
+impl ScratchLoader {
+    /// A loader over `io`'s scratch directory.
+    pub fn new(io: SharedIo) -> Self {
+        ScratchLoader {
+            io,
+            defines: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// Registers handler source under a fresh specifier for the bootstrap to import.
+    pub fn add_define(&self, id: u32, source: String) -> String {
+        let specifier = format!("{DEFINE_PREFIX}{id}");
+        let mut defines = self.defines.borrow_mut();
+        defines.clear();
+        defines.insert(specifier.clone(), source);
+        specifier
+    }
+}
+
+fn refuse(specifier: &str) -> JsErrorBox {
+    JsErrorBox::type_error(format!(
+        "cannot import {specifier:?}: only modules written with iii.files can be imported, by their file name (e.g. import('./util.js'))"
+    ))
+}
+
+/// The scratch file name a specifier names, if it names one.
+fn file_name(specifier: &str) -> Option<String> {
+    let name = match (
+        specifier.strip_prefix("file:///"),
+        specifier.strip_prefix("./"),
+    ) {
+        (Some(encoded), _) => percent_decode(encoded)?,
+        (None, Some(name)) => name.to_string(),
+        // `node:fs`, `https://…`: a scheme, not a scratch file.
+        (None, None) if specifier.contains(':') => return None,
+        (None, None) => specifier.to_string(),
+    };
+    files::check_name(&name).ok()?;
+    Some(name)
+}
+
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+impl ModuleLoader for ScratchLoader {
+    fn resolve(
+        &self,
+        specifier: &str,
+        referrer: &str,
+        _kind: ResolutionKind,
+    ) -> Result<ModuleSpecifier, JsErrorBox> {
+        if specifier.starts_with(DEFINE_PREFIX) {
+            if referrer != BOOTSTRAP_NAME {
+                return Err(refuse(specifier));
+            }
+            return ModuleSpecifier::parse(specifier).map_err(|_| refuse(specifier));
+        }
+        let name = file_name(specifier).ok_or_else(|| refuse(specifier))?;
+        let mut url = ModuleSpecifier::parse("file:///").map_err(|_| refuse(specifier))?;
+        url.path_segments_mut()
+            .map_err(|()| refuse(specifier))?
+            .clear()
+            .push(&name);
+        Ok(url)
+    }
+
+    fn load(
+        &self,
+        specifier: &ModuleSpecifier,
+        _referrer: Option<&ModuleLoadReferrer>,
+        options: ModuleLoadOptions,
+    ) -> ModuleLoadResponse {
+        let text = specifier.as_str();
+        let source = if text.starts_with(DEFINE_PREFIX) {
+            self.defines
+                .borrow_mut()
+                .remove(text)
+                .ok_or_else(|| refuse(text))
+        } else {
+            file_name(text)
+                .ok_or_else(|| refuse(text))
+                .and_then(|name| {
+                    let io = self.io.borrow();
+                    io.scratch
+                        .read(&name)
+                        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+                        .map_err(|err| {
+                            JsErrorBox::type_error(format!(
+                                "cannot import {name:?}: {}",
+                                err.message
+                            ))
+                        })
+                })
+        };
+        let module_type = match options.requested_module_type {
+            RequestedModuleType::Json => ModuleType::Json,
+            _ => ModuleType::JavaScript,
+        };
+        ModuleLoadResponse::Sync(source.map(|code| {
+            ModuleSource::new(
+                module_type,
+                ModuleSourceCode::String(code.into()),
+                specifier,
+                None,
+            )
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only bare scratch names resolve; everything that would reach elsewhere is refused.
+    #[test]
+    fn only_scratch_names_resolve() {
+        assert_eq!(file_name("util.js").as_deref(), Some("util.js"));
+        assert_eq!(file_name("./util.js").as_deref(), Some("util.js"));
+        assert_eq!(
+            file_name("file:///with%20space.js").as_deref(),
+            Some("with space.js")
+        );
+        for bad in [
+            "node:fs",
+            "../x.js",
+            "./a/b.js",
+            "https://x/y.js",
+            "/etc/passwd",
+            "file:///a/b",
+            "ext:core/ops",
+            "",
+            "file:///%2e%2e",
+        ] {
+            assert_eq!(file_name(bad), None, "{bad}");
+        }
+    }
+}

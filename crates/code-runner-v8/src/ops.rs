@@ -1,0 +1,301 @@
+//! The ops the bootstrap calls: output, uncaught errors, binding calls,
+//! `iii.files`, the clock. Only the bootstrap holds them: `Deno` (deno_core's
+//! global with every op) is deleted before any guest code runs.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use code_runner_core::{BindingCall, BindingError};
+use deno_core::{OpState, op2};
+use deno_error::{JsErrorBox, JsErrorClass, PropertyValue};
+use serde_json::{Value, json};
+
+use crate::convert::{self, Converted};
+use crate::files::FilesError;
+use crate::state::{MAX_CALLS_IN_FLIGHT, ObjectPrototype, SharedIo};
+
+/// Largest JSON value carried across the boundary (a result, an argument): 64 MiB.
+pub const MAX_TRANSFER_BYTES: u64 = 64 << 20;
+
+deno_core::extension!(
+    code_runner_ops,
+    ops = [
+        op_cr_print,
+        op_cr_uncaught,
+        op_cr_call,
+        op_cr_wait,
+        op_cr_now,
+        op_cr_files_write_text,
+        op_cr_files_write_bytes,
+        op_cr_files_size,
+        op_cr_files_read_into,
+        op_cr_files_read_text,
+        op_cr_encode_into,
+        op_cr_files_list,
+        op_cr_files_remove,
+    ],
+);
+
+/// The extension holding our ops (no JavaScript: the bootstrap is a script of its own).
+pub fn extension() -> deno_core::Extension {
+    code_runner_ops::init()
+}
+
+/// The turn marker of the code running now, from V8's async context.
+pub fn marker(scope: &v8::PinScope<'_, '_>) -> Option<u32> {
+    let data = scope.get_continuation_preserved_embedder_data();
+    data.is_uint32().then(|| data.uint32_value(scope)).flatten()
+}
+
+fn io(state: &OpState) -> Option<SharedIo> {
+    state.try_borrow::<SharedIo>().cloned()
+}
+
+/// Writes guest output to the stream (1 stdout, 2 stderr) of the calling turn.
+#[op2(nofast)]
+fn op_cr_print(
+    scope: &mut v8::PinScope<'_, '_>,
+    state: &mut OpState,
+    #[smi] stream: u32,
+    #[string] text: &str,
+) {
+    let marker = marker(scope);
+    let Some(io) = io(state) else { return };
+    let mut io = io.borrow_mut();
+    if let Some(turn) = io.turn(marker) {
+        match stream {
+            1 => turn.stdout.push(text.as_bytes()),
+            _ => turn.stderr.push(text.as_bytes()),
+        }
+    }
+}
+
+/// Ends the calling turn with an uncaught error (already formatted), as Node would exit.
+#[op2(nofast)]
+fn op_cr_uncaught(scope: &mut v8::PinScope<'_, '_>, state: &mut OpState, #[string] text: &str) {
+    let marker = marker(scope);
+    let Some(io) = io(state) else { return };
+    let mut io = io.borrow_mut();
+    if let Some(turn) = io.turn(marker)
+        && turn.uncaught.is_none()
+    {
+        turn.stderr.push(text.as_bytes());
+        turn.stderr.push(b"\n");
+        turn.uncaught = Some(text.to_string());
+    }
+}
+
+/// Starts a binding call: converts the argument (lossless JSON or a
+/// `TypeError`) and spawns the host function; [`op_cr_wait`] awaits it.
+/// Never a fast call: converting the argument may run guest getters.
+#[op2(nofast)]
+#[smi]
+fn op_cr_call<'s>(
+    scope: &mut v8::PinScope<'s, '_>,
+    state: &mut OpState,
+    #[string] ns: String,
+    #[string] member: String,
+    args: v8::Local<'s, v8::Value>,
+) -> Result<u32, JsErrorBox> {
+    let marker = marker(scope);
+    let (Some(io), Some(prototype)) = (io(state), state.try_borrow::<ObjectPrototype>()) else {
+        return Err(JsErrorBox::type_error("bindings are unavailable"));
+    };
+    let prototype = prototype.0.clone();
+    let args = {
+        v8::tc_scope!(let tc, scope);
+        match convert::to_json(tc, args, &prototype, "the argument", MAX_TRANSFER_BYTES) {
+            Converted::Value(value) => value,
+            Converted::Undefined => Value::Null,
+            Converted::NotJson(why) => {
+                return Err(JsErrorBox::type_error(format!(
+                    "{ns}.{member}: the argument is not lossless JSON: {why}"
+                )));
+            }
+            Converted::Oversize { bytes, .. } => {
+                return Err(JsErrorBox::range_error(format!(
+                    "{ns}.{member}: the argument is ~{bytes} bytes of JSON, over the {MAX_TRANSFER_BYTES}-byte limit"
+                )));
+            }
+            Converted::Threw => {
+                if !tc.has_terminated() {
+                    tc.rethrow();
+                }
+                return Ok(u32::MAX);
+            }
+        }
+    };
+    let mut io = io.borrow_mut();
+    if io.in_flight >= MAX_CALLS_IN_FLIGHT {
+        return Err(JsErrorBox::range_error(format!(
+            "{ns}.{member}: {MAX_CALLS_IN_FLIGHT} binding calls are already in flight; await some first"
+        )));
+    }
+    let Some(turn) = io.turn(marker) else {
+        return Err(JsErrorBox::type_error(format!(
+            "{ns}.{member}: no turn is running to make the call"
+        )));
+    };
+    let Some(function) = turn.bindings.lookup(&ns, &member).cloned() else {
+        return Err(JsErrorBox::type_error(format!(
+            "{ns} has no function {member:?} in this turn"
+        )));
+    };
+    let call = BindingCall {
+        deadline: turn.deadline,
+    };
+    let (answer_tx, answer_rx) = tokio::sync::oneshot::channel();
+    let future = function(args, call);
+    io.host.spawn(async move {
+        let _ = answer_tx.send(future.await);
+    });
+    io.in_flight += 1;
+    Ok(io.add_call(answer_rx))
+}
+
+/// Awaits a call started by [`op_cr_call`]: `o<json>` for a value, `e<json>` for `{code, message}`.
+#[op2]
+#[string]
+async fn op_cr_wait(state: Rc<RefCell<OpState>>, #[smi] id: u32) -> String {
+    let answer = state
+        .borrow()
+        .try_borrow::<SharedIo>()
+        .and_then(|io| io.borrow_mut().calls.remove(&id));
+    let outcome = match answer {
+        Some(answer) => answer.await.unwrap_or_else(|_| {
+            Err(BindingError::message(
+                "the binding call ended without an answer",
+            ))
+        }),
+        None => Err(BindingError::message("no such binding call")),
+    };
+    if let Some(io) = state.borrow().try_borrow::<SharedIo>() {
+        let mut io = io.borrow_mut();
+        io.in_flight = io.in_flight.saturating_sub(1);
+    }
+    match outcome {
+        Ok(value) => format!(
+            "o{}",
+            serde_json::to_string(&value).unwrap_or_else(|_| "null".into())
+        ),
+        Err(err) => format!("e{}", json!({"code": err.code, "message": err.message})),
+    }
+}
+
+/// Milliseconds since the runtime booted, for `performance.now()`.
+#[op2(fast)]
+fn op_cr_now(state: &mut OpState) -> f64 {
+    io(state).map_or(0.0, |io| io.borrow().epoch.elapsed().as_secs_f64() * 1000.0)
+}
+
+/// A scratch failure as a JavaScript `Error` carrying `code`.
+#[derive(Debug)]
+struct FilesJsError(FilesError);
+
+impl std::fmt::Display for FilesJsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.message)
+    }
+}
+
+impl std::error::Error for FilesJsError {}
+
+impl JsErrorClass for FilesJsError {
+    fn get_class(&self) -> Cow<'static, str> {
+        Cow::Borrowed("Error")
+    }
+
+    fn get_message(&self) -> Cow<'static, str> {
+        Cow::Owned(self.0.message.clone())
+    }
+
+    fn get_additional_properties(&self) -> deno_error::AdditionalProperties {
+        Box::new(std::iter::once((
+            Cow::Borrowed("code"),
+            PropertyValue::String(Cow::Borrowed(self.0.code)),
+        )))
+    }
+
+    fn get_ref(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+}
+
+fn files<T>(
+    state: &OpState,
+    f: impl FnOnce(&mut crate::files::Scratch) -> Result<T, FilesError>,
+) -> Result<T, JsErrorBox> {
+    let io = io(state).ok_or_else(|| JsErrorBox::type_error("iii.files is unavailable"))?;
+    let mut io = io.borrow_mut();
+    f(&mut io.scratch).map_err(|err| JsErrorBox::from_err(FilesJsError(err)))
+}
+
+#[op2(fast)]
+fn op_cr_files_write_text(
+    state: &mut OpState,
+    #[string] name: &str,
+    #[string] text: &str,
+) -> Result<(), JsErrorBox> {
+    files(state, |scratch| scratch.write(name, text.as_bytes()))
+}
+
+#[op2]
+fn op_cr_files_write_bytes(
+    state: &mut OpState,
+    #[string] name: &str,
+    #[anybuffer] bytes: &[u8],
+) -> Result<(), JsErrorBox> {
+    files(state, |scratch| scratch.write(name, bytes))
+}
+
+/// The size of file `name`: the guest allocates the buffer to read it into,
+/// so the bytes it holds are charged to `external_mb` like any ArrayBuffer.
+#[op2(fast)]
+fn op_cr_files_size(state: &mut OpState, #[string] name: &str) -> Result<f64, JsErrorBox> {
+    files(state, |scratch| scratch.size(name)).map(|size| size as f64)
+}
+
+/// Reads file `name` into `out` (allocated by the guest); answers the bytes copied.
+#[op2(fast)]
+fn op_cr_files_read_into(
+    state: &mut OpState,
+    #[string] name: &str,
+    #[buffer] out: &mut [u8],
+) -> Result<u32, JsErrorBox> {
+    files(state, |scratch| scratch.read(name)).map(|bytes| {
+        let n = bytes.len().min(out.len());
+        out[..n].copy_from_slice(&bytes[..n]);
+        u32::try_from(n).unwrap_or(u32::MAX)
+    })
+}
+
+/// UTF-8 of `text` into `out` (allocated by the guest, sized by `core.byteLength`),
+/// for `TextEncoder`: deno_core's own `encode` allocates outside `external_mb`.
+#[op2(fast)]
+fn op_cr_encode_into(#[string] text: &str, #[buffer] out: &mut [u8]) -> u32 {
+    let n = text.len().min(out.len());
+    out[..n].copy_from_slice(&text.as_bytes()[..n]);
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+#[op2]
+#[string]
+fn op_cr_files_read_text(state: &mut OpState, #[string] name: &str) -> Result<String, JsErrorBox> {
+    files(state, |scratch| {
+        scratch
+            .read(name)
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+    })
+}
+
+#[op2]
+#[serde]
+fn op_cr_files_list(state: &mut OpState) -> Result<Vec<String>, JsErrorBox> {
+    files(state, |scratch| Ok(scratch.list()))
+}
+
+#[op2(fast)]
+fn op_cr_files_remove(state: &mut OpState, #[string] name: &str) -> Result<bool, JsErrorBox> {
+    files(state, |scratch| scratch.remove(name))
+}

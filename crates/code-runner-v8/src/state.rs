@@ -1,0 +1,94 @@
+//! What a runtime's ops and its thread share: each turn's output and
+//! bindings, binding calls in flight, the scratch directory.
+//!
+//! Turns are told apart by a marker in V8's continuation-preserved embedder
+//! data (the "async context"): a turn's code runs with its marker set, and
+//! V8 carries the marker into every promise reaction the code creates, so
+//! output printed after an `await` still lands in the turn that awaited.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::time::Instant;
+
+use code_runner_core::caps::StreamBuffer;
+use code_runner_core::{BindingError, Bindings};
+use serde_json::Value;
+
+use crate::files::Scratch;
+
+/// Binding calls one runtime may have in flight; one more is refused in the guest.
+pub const MAX_CALLS_IN_FLIGHT: usize = 1024;
+
+/// One turn's side of the shared state.
+pub struct TurnIo {
+    /// Bounded standard output.
+    pub stdout: StreamBuffer,
+    /// Bounded standard error.
+    pub stderr: StreamBuffer,
+    /// The turn's host functions.
+    pub bindings: Bindings,
+    /// When the turn's budget ends.
+    pub deadline: Instant,
+    /// An uncaught exception or unhandled rejection that ended the turn.
+    pub uncaught: Option<String>,
+}
+
+/// The state shared by one runtime's ops and its thread.
+pub struct Io {
+    /// Turns in flight, by marker.
+    pub turns: BTreeMap<u32, TurnIo>,
+    /// Binding calls started and not yet awaited, by call id.
+    pub calls: HashMap<u32, tokio::sync::oneshot::Receiver<Result<Value, BindingError>>>,
+    /// Binding calls started and not yet answered.
+    pub in_flight: usize,
+    next_call: u32,
+    /// Where binding futures run: the caller's tokio runtime.
+    pub host: tokio::runtime::Handle,
+    /// `iii.files`.
+    pub scratch: Scratch,
+    /// Origin of `performance.now()`.
+    pub epoch: Instant,
+}
+
+/// How ops find the shared state in deno_core's `OpState`.
+pub type SharedIo = Rc<RefCell<Io>>;
+
+impl Io {
+    /// Fresh state for a runtime.
+    pub fn new(host: tokio::runtime::Handle, scratch: Scratch) -> SharedIo {
+        Rc::new(RefCell::new(Io {
+            turns: BTreeMap::new(),
+            calls: HashMap::new(),
+            in_flight: 0,
+            next_call: 0,
+            host,
+            scratch,
+            epoch: Instant::now(),
+        }))
+    }
+
+    /// The turn `marker` names, or (for code whose turn has ended, such as a
+    /// callback a previous turn left behind) the oldest turn in flight.
+    pub fn turn(&mut self, marker: Option<u32>) -> Option<&mut TurnIo> {
+        let key = match marker {
+            Some(marker) if self.turns.contains_key(&marker) => marker,
+            _ => *self.turns.keys().next()?,
+        };
+        self.turns.get_mut(&key)
+    }
+
+    /// Keeps a started call's answer under a fresh id.
+    pub fn add_call(
+        &mut self,
+        answer: tokio::sync::oneshot::Receiver<Result<Value, BindingError>>,
+    ) -> u32 {
+        let id = self.next_call;
+        self.next_call = self.next_call.wrapping_add(1);
+        self.calls.insert(id, answer);
+        id
+    }
+}
+
+/// The realm's own `Object.prototype`, captured at boot: the converter's test of a plain object.
+pub struct ObjectPrototype(pub v8::Global<v8::Object>);

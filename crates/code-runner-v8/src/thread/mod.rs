@@ -1,0 +1,343 @@
+//! One runtime's thread: it owns the isolate, starts each turn as it
+//! arrives, drives deno_core's event loop, and answers each turn when its
+//! promise settles, its deadline passes, its abort fires or its limits bite.
+//!
+//! Turns run concurrently in the one event loop: a program's turn that
+//! triggers a function this same runtime published gets that function's
+//! `Invoke` turn run beside it, instead of waiting behind it (the handle
+//! serializes programs; invokes are never held back).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use code_runner_core::caps::{Stream, StreamBuffer};
+use code_runner_core::{
+    Completion, Fault, RuntimeOptions, Task, TurnEnding, TurnOutcome, TurnSpec,
+};
+use deno_core::PollEventLoopOptions;
+use tokio::sync::{mpsc, oneshot};
+
+mod ending;
+
+use crate::files::{FilesLimits, Scratch};
+use crate::isolate::{self, Isolate, IsolateLimits};
+use crate::state::{Io, SharedIo, TurnIo};
+use crate::turn::{self, Internal, InternalArg, Launch, Settled, Turn};
+use crate::watchdog::{TICK, Watch};
+use ending::capped;
+
+/// A request to the runtime thread.
+pub enum Command {
+    /// Run one turn and answer on the oneshot.
+    Turn(TurnSpec, oneshot::Sender<TurnOutcome>),
+}
+
+/// Everything a runtime thread needs.
+pub struct Boot {
+    /// The startup snapshot.
+    pub snapshot: &'static [u8],
+    /// Per-runtime limits and the scratch directory.
+    pub options: RuntimeOptions,
+    /// The binding namespace that also gets `files`.
+    pub files_namespace: Option<String>,
+    /// Where binding calls run.
+    pub host: tokio::runtime::Handle,
+    /// This runtime's side of the watchdog.
+    pub watch: Arc<Watch>,
+}
+
+/// The thread's body: boot, report readiness, serve turns until closed,
+/// then report `stopped` (no guest code will run again, the scratch files
+/// are gone) before disposing of the isolate, so a closer need not wait for that.
+pub fn thread_main(
+    boot: Boot,
+    commands: mpsc::Receiver<Command>,
+    ready: oneshot::Sender<Result<(), String>>,
+    stopped: oneshot::Sender<()>,
+) {
+    // Timers only: guest code has no sockets, so no I/O driver (and its descriptors).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            let _ = ready.send(Err(format!("cannot start the runtime's event loop: {err}")));
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        let mut engine = match Engine::boot(boot) {
+            Ok(engine) => engine,
+            Err(message) => {
+                let _ = ready.send(Err(message));
+                return;
+            }
+        };
+        let _ = ready.send(Ok(()));
+        let mut commands = commands;
+        let mut tick: Option<Pin<Box<tokio::time::Sleep>>> = None;
+        std::future::poll_fn(|cx| engine.poll(cx, &mut commands, &mut tick)).await;
+        engine.shutdown(stopped);
+    });
+}
+
+struct Engine {
+    boot: Boot,
+    isolate: Option<Isolate>,
+    io: SharedIo,
+    turns: Vec<Turn>,
+    next_marker: u32,
+    generation: u64,
+    installed: Option<String>,
+}
+
+impl Engine {
+    fn boot(boot: Boot) -> Result<Engine, String> {
+        let limits = FilesLimits {
+            max_bytes: boot.options.scratch_mb.map(|mb| mb.saturating_mul(1 << 20)),
+            max_files: boot.options.scratch_files,
+            read_only: boot.options.read_only,
+        };
+        let scratch = Scratch::open(&boot.options.work_dir, limits).map_err(|err| {
+            format!(
+                "cannot create the scratch directory {}: {err}",
+                boot.options.work_dir.display()
+            )
+        })?;
+        let io = Io::new(boot.host.clone(), scratch);
+        let mut engine = Engine {
+            boot,
+            isolate: None,
+            io,
+            turns: Vec::new(),
+            next_marker: 1,
+            generation: 0,
+            installed: None,
+        };
+        engine.ensure_isolate()?;
+        Ok(engine)
+    }
+
+    fn ensure_isolate(&mut self) -> Result<&mut Isolate, String> {
+        if self.isolate.is_none() {
+            let limits = IsolateLimits {
+                heap_mb: self.boot.options.heap_mb,
+                external_mb: self.boot.options.external_mb,
+            };
+            self.boot.watch.reset_heap();
+            let isolate = isolate::boot(self.boot.snapshot, limits, &self.io, &self.boot.watch)?;
+            self.installed = None;
+            self.isolate = Some(isolate);
+        }
+        self.isolate
+            .as_mut()
+            .ok_or_else(|| "no isolate".to_string())
+    }
+
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        commands: &mut mpsc::Receiver<Command>,
+        tick: &mut Option<Pin<Box<tokio::time::Sleep>>>,
+    ) -> Poll<()> {
+        loop {
+            let mut closed = false;
+            while let Poll::Ready(command) = commands.poll_recv(cx) {
+                match command {
+                    Some(Command::Turn(spec, reply)) => self.start(spec, reply),
+                    None => {
+                        closed = true;
+                        break;
+                    }
+                }
+            }
+            if closed || self.boot.watch.is_closing() {
+                self.end_all(|_| Fault::Aborted);
+                return Poll::Ready(());
+            }
+            if self.turns.is_empty() {
+                return Poll::Pending;
+            }
+            if let Some(isolate) = self.isolate.as_mut() {
+                let polled = {
+                    let _js = self.boot.watch.enter();
+                    isolate
+                        .runtime
+                        .poll_event_loop(cx, PollEventLoopOptions::default())
+                };
+                let stopped = self.handle_stop();
+                if let Poll::Ready(Err(err)) = polled
+                    && !stopped
+                {
+                    self.fail_all(&capped(format!("Uncaught {err}")));
+                }
+            }
+            let before = self.turns.len();
+            self.settle(Instant::now());
+            if self.turns.len() != before {
+                continue;
+            }
+            let Some(earliest) = self.turns.iter().map(|t| t.deadline).min() else {
+                continue;
+            };
+            let wake = earliest.min(Instant::now() + TICK);
+            let sleep = tick.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(wake.into())));
+            sleep.as_mut().reset(wake.into());
+            if sleep.as_mut().poll(cx).is_ready() {
+                continue;
+            }
+            return Poll::Pending;
+        }
+    }
+
+    /// Starts one turn: its output buffers, its bindings, its JavaScript.
+    fn start(&mut self, spec: TurnSpec, reply: oneshot::Sender<TurnOutcome>) {
+        let cap = spec.max_stream_bytes;
+        if let Err(message) = self.ensure_isolate() {
+            let _ = reply.send(outcome(cap, TurnEnding::Faulted(Fault::Crashed(message))));
+            return;
+        }
+        let marker = self.next_marker;
+        self.next_marker = self.next_marker.wrapping_add(1).max(1);
+        let deadline = Instant::now() + spec.timeout;
+        let has_value = !matches!(spec.task, Task::Define { .. });
+        let installing = turn::bindings_spec(&spec.bindings, self.boot.files_namespace.as_deref());
+        self.io.borrow_mut().turns.insert(
+            marker,
+            TurnIo {
+                stdout: StreamBuffer::new(Stream::Stdout, cap),
+                stderr: StreamBuffer::new(Stream::Stderr, cap),
+                bindings: spec.bindings,
+                deadline,
+                uncaught: None,
+            },
+        );
+        self.turns.push(Turn {
+            marker,
+            promise: None,
+            has_value,
+            reply,
+            deadline,
+            budget: spec.timeout,
+            abort: spec.abort,
+        });
+        self.rearm();
+        let Some(isolate) = self.isolate.as_mut() else {
+            return;
+        };
+        let launched = {
+            let _js = self.boot.watch.enter();
+            if self.installed.as_deref() != Some(installing.as_str()) {
+                turn::call_internal(
+                    isolate,
+                    Internal::Install,
+                    InternalArg::Text(installing.clone()),
+                );
+                self.installed = Some(installing);
+            }
+            turn::launch(isolate, marker, spec.task)
+        };
+        if self.handle_stop() {
+            return;
+        }
+        match launched {
+            Launch::Running(promise) => {
+                if let Some(turn) = self.turns.iter_mut().find(|t| t.marker == marker) {
+                    turn.promise = Some(promise);
+                }
+            }
+            Launch::Failed(text) => self.fail(marker, text),
+            Launch::Terminated => self.finish(
+                marker,
+                TurnEnding::Faulted(Fault::Crashed(
+                    "the isolate stopped while starting the turn".into(),
+                )),
+            ),
+        }
+    }
+
+    /// Answers every turn that is over: settled, uncaught, out of time or aborted.
+    fn settle(&mut self, now: Instant) {
+        let mut index = 0;
+        while index < self.turns.len() {
+            let marker = self.turns[index].marker;
+            let uncaught = self
+                .io
+                .borrow_mut()
+                .turns
+                .get_mut(&marker)
+                .and_then(|io| io.uncaught.take());
+            let ending = if let Some(text) = uncaught {
+                Some(TurnEnding::Exited {
+                    exit_code: 1,
+                    completion: Completion::Absent,
+                    exception: Some(text),
+                })
+            } else {
+                match self.isolate.as_mut().and_then(|isolate| {
+                    let _js = self.boot.watch.enter();
+                    turn::settled(isolate, &self.turns[index])
+                }) {
+                    Some(Settled::Threw(text)) => {
+                        if let Some(io) = self.io.borrow_mut().turns.get_mut(&marker) {
+                            io.stderr.push(text.as_bytes());
+                            io.stderr.push(b"\n");
+                        }
+                        Settled::Threw(text).ending()
+                    }
+                    Some(settled) => settled.ending(),
+                    None => None,
+                }
+            };
+            if self.handle_stop() {
+                return;
+            }
+            let turn = &self.turns[index];
+            let ending = ending.or_else(|| {
+                if now >= turn.deadline {
+                    Some(TurnEnding::Faulted(Fault::Timeout {
+                        budget: turn.budget,
+                    }))
+                } else if turn.abort.is_aborted() {
+                    Some(TurnEnding::Faulted(Fault::Aborted))
+                } else {
+                    None
+                }
+            });
+            match ending {
+                Some(ending) => self.finish(marker, ending),
+                None => index += 1,
+            }
+        }
+    }
+
+    /// Tells the watchdog about the turns in flight now.
+    fn rearm(&mut self) {
+        let deadline = self.turns.iter().map(|t| t.deadline).min();
+        let aborts = self.turns.iter().map(|t| t.abort.clone()).collect();
+        self.generation = self.boot.watch.set_turns(deadline, aborts);
+    }
+
+    /// Answers what is left, deletes the scratch files, reports `stopped`, then
+    /// disposes of the isolate, all on this thread.
+    fn shutdown(mut self, stopped: oneshot::Sender<()>) {
+        self.end_all(|_| Fault::Aborted);
+        self.io.borrow_mut().scratch.clear();
+        let _ = stopped.send(());
+        self.boot.watch.set_isolate(None);
+        self.isolate = None;
+    }
+}
+
+/// An outcome with no output.
+pub fn outcome(cap: Option<usize>, ending: TurnEnding) -> TurnOutcome {
+    TurnOutcome {
+        stdout: StreamBuffer::new(Stream::Stdout, cap),
+        stderr: StreamBuffer::new(Stream::Stderr, cap),
+        ending,
+        denied: false,
+    }
+}

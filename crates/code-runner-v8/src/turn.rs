@@ -1,0 +1,344 @@
+//! Turns inside one isolate: launching a task's JavaScript with its marker,
+//! and reading how it ended.
+//!
+//! A turn is a promise: a program's async function, `define`'s import of a
+//! handler module, or `invoke`'s call of a kept handler. The runtime thread
+//! launches it here and watches the promise settle.
+
+use std::time::{Duration, Instant};
+
+use code_runner_core::{AbortSignal, Bindings, Completion, Task, TurnEnding};
+use serde_json::{Value, json};
+
+use crate::convert::{self, Converted};
+use crate::isolate::Isolate;
+use crate::ops::MAX_TRANSFER_BYTES;
+use crate::state::ObjectPrototype;
+
+/// The name guest programs run under, in stack traces.
+pub const PROGRAM_NAME: &str = "run.js";
+/// What a program's body is wrapped in: the first line is the body's first line.
+const PROGRAM_PREFIX: &str = "(async function () {";
+const PROGRAM_SUFFIX: &str = "\n})";
+
+/// A turn in flight on the runtime thread.
+pub struct Turn {
+    /// Its marker in the async context.
+    pub marker: u32,
+    /// The promise that settles when the turn's code is done.
+    pub promise: Option<v8::Global<v8::Promise>>,
+    /// Whether the task has a completion value (not `Define`).
+    pub has_value: bool,
+    /// Where the outcome goes.
+    pub reply: tokio::sync::oneshot::Sender<code_runner_core::TurnOutcome>,
+    /// When its budget ends.
+    pub deadline: Instant,
+    /// Its budget.
+    pub budget: Duration,
+    /// Its abort signal.
+    pub abort: AbortSignal,
+}
+
+/// What launching a turn's JavaScript gave.
+pub enum Launch {
+    /// The turn's promise.
+    Running(v8::Global<v8::Promise>),
+    /// It ended before running (a syntax error): exit 1 with this text.
+    Failed(String),
+    /// JavaScript was terminated (the watchdog's stop says why).
+    Terminated,
+}
+
+/// The JSON list the bootstrap's `install` turns into binding globals.
+/// `files_namespace` names the namespace that also gets `files`.
+pub fn bindings_spec(bindings: &Bindings, files_namespace: Option<&str>) -> String {
+    let list: Vec<Value> = bindings
+        .namespaces()
+        .iter()
+        .map(|ns| {
+            let functions: Vec<&String> = ns
+                .functions
+                .keys()
+                .filter(|name| !ns.registrars.contains(*name))
+                .collect();
+            let files = files_namespace == Some(ns.global.as_str())
+                && !ns.functions.contains_key("files")
+                && !ns.values.contains_key("files");
+            json!({
+                "global": ns.global,
+                "functions": functions,
+                "registrars": ns.registrars,
+                "values": ns.values,
+                "error_class": ns.error_class.as_ref().map(|class| json!({
+                    "name": class.name,
+                    "member_name_property": class.member_name_property,
+                })),
+                "files": files,
+            })
+        })
+        .collect();
+    Value::from(list).to_string()
+}
+
+/// Calls `function(args)` with the async context set to `marker`, so every
+/// reaction the call creates belongs to the turn.
+fn call_marked<'s>(
+    scope: &mut v8::PinScope<'s, '_>,
+    marker: u32,
+    function: v8::Local<'s, v8::Function>,
+    args: &[v8::Local<'s, v8::Value>],
+) -> Option<v8::Local<'s, v8::Value>> {
+    let marked = v8::Integer::new_from_unsigned(scope, marker);
+    scope.set_continuation_preserved_embedder_data(marked.into());
+    let undefined = v8::undefined(scope);
+    let result = function.call(scope, undefined.into(), args);
+    scope.set_continuation_preserved_embedder_data(undefined.into());
+    result
+}
+
+/// The turn's promise (a plain value is wrapped in a resolved one); `Terminated`
+/// when V8 cannot make one because it is terminating.
+fn running<'s>(
+    scope: &mut v8::PinScope<'s, '_>,
+    value: v8::Local<'s, v8::Value>,
+    noop: &v8::Global<v8::Function>,
+) -> Launch {
+    let promise = match v8::Local::<v8::Promise>::try_from(value) {
+        Ok(promise) => promise,
+        Err(_) => {
+            let Some(resolver) = v8::PromiseResolver::new(scope) else {
+                return Launch::Terminated;
+            };
+            resolver.resolve(scope, value);
+            resolver.get_promise(scope)
+        }
+    };
+    // The thread reads the outcome itself, so a rejection is not "unhandled".
+    // A handler, not just a mark: a body that throws before its first await
+    // has already been reported to the rejection tracker, and only adding a
+    // handler takes it back.
+    let noop = v8::Local::new(scope, noop);
+    if promise.catch(scope, noop).is_none() {
+        return Launch::Terminated;
+    }
+    Launch::Running(v8::Global::new(scope, promise))
+}
+
+/// Launches `task` as turn `marker`.
+pub fn launch(isolate: &mut Isolate, marker: u32, task: Task) -> Launch {
+    let runtime = &mut isolate.runtime;
+    let internals = &isolate.internals;
+    let (function, args): (v8::Global<v8::Function>, Vec<String>) = match task {
+        Task::Program(source) => {
+            return launch_program(runtime, marker, &source, &internals.noop);
+        }
+        Task::Define { key, source } => {
+            let specifier = isolate.loader.add_define(marker, source);
+            (internals.define.clone(), vec![key, specifier])
+        }
+        Task::Invoke { key, payload } => {
+            let payload = serde_json::to_string(&payload).unwrap_or_else(|_| "null".into());
+            (internals.invoke.clone(), vec![key, payload])
+        }
+    };
+    deno_core::scope!(scope, runtime);
+    v8::tc_scope!(let tc, scope);
+    let mut locals = Vec::with_capacity(args.len());
+    for arg in &args {
+        match v8::String::new(tc, arg) {
+            Some(string) => locals.push(string.into()),
+            None => return Launch::Failed("the task's text is too large for V8".into()),
+        }
+    }
+    let function = v8::Local::new(tc, &function);
+    match call_marked(tc, marker, function, &locals) {
+        Some(value) => running(tc, value, &internals.noop),
+        None => Launch::Terminated,
+    }
+}
+
+fn launch_program(
+    runtime: &mut deno_core::JsRuntime,
+    marker: u32,
+    source: &str,
+    noop: &v8::Global<v8::Function>,
+) -> Launch {
+    deno_core::scope!(scope, runtime);
+    v8::tc_scope!(let tc, scope);
+    let wrapped = format!("{PROGRAM_PREFIX}{source}{PROGRAM_SUFFIX}");
+    let (Some(code), Some(name)) = (
+        v8::String::new(tc, &wrapped),
+        v8::String::new(tc, PROGRAM_NAME),
+    ) else {
+        return Launch::Failed("RangeError: the program is too large for V8".into());
+    };
+    let column = -i32::try_from(PROGRAM_PREFIX.len()).unwrap_or(0);
+    let origin = v8::ScriptOrigin::new(
+        tc,
+        name.into(),
+        0,
+        column,
+        false,
+        0,
+        None,
+        false,
+        false,
+        false,
+        None,
+    );
+    let compiled = v8::Script::compile(tc, code, Some(&origin)).and_then(|script| script.run(tc));
+    let Some(value) = compiled else {
+        if tc.has_terminated() {
+            return Launch::Terminated;
+        }
+        return Launch::Failed(syntax_error(tc));
+    };
+    let Ok(function) = v8::Local::<v8::Function>::try_from(value) else {
+        return Launch::Failed(
+            "SyntaxError: the code must be the body of a function (it closed the function it runs in)".into(),
+        );
+    };
+    match call_marked(tc, marker, function, &[]) {
+        Some(value) => running(tc, value, noop),
+        None => Launch::Terminated,
+    }
+}
+
+/// Node's rendering of a syntax error: where, the line, a caret, the error.
+fn syntax_error(tc: &mut v8::PinnedRef<'_, v8::TryCatch<'_, '_, v8::HandleScope<'_>>>) -> String {
+    let text = tc
+        .exception()
+        .map(|exception| exception.to_rust_string_lossy(tc))
+        .unwrap_or_else(|| "SyntaxError".into());
+    let Some(message) = tc.message() else {
+        return text;
+    };
+    let line = message.get_line_number(tc).unwrap_or(0);
+    let source_line = message
+        .get_source_line(tc)
+        .map(|line| line.to_rust_string_lossy(tc))
+        .unwrap_or_default();
+    let (mut start, mut end) = (message.get_start_column(), message.get_end_column());
+    let mut source_line = source_line;
+    if line == 1 && source_line.starts_with(PROGRAM_PREFIX) {
+        source_line.drain(..PROGRAM_PREFIX.len());
+        start = start.saturating_sub(PROGRAM_PREFIX.len());
+        end = end.saturating_sub(PROGRAM_PREFIX.len());
+    }
+    let source_line: String = source_line.chars().take(200).collect();
+    let caret = format!(
+        "{}{}",
+        " ".repeat(start.min(200)),
+        "^".repeat(end.saturating_sub(start).clamp(1, 200))
+    );
+    format!("{PROGRAM_NAME}:{line}\n{source_line}\n{caret}\n\n{text}")
+}
+
+/// How a settled turn ended, or `None` while it runs.
+pub fn settled(isolate: &mut Isolate, turn: &Turn) -> Option<Settled> {
+    let promise = turn.promise.as_ref()?;
+    let prototype = isolate
+        .runtime
+        .op_state()
+        .borrow()
+        .try_borrow::<ObjectPrototype>()
+        .map(|p| p.0.clone())?;
+    let describe = isolate.internals.describe_thrown.clone();
+    deno_core::scope!(scope, &mut isolate.runtime);
+    v8::tc_scope!(let tc, scope);
+    let promise = v8::Local::new(tc, promise);
+    match promise.state() {
+        v8::PromiseState::Pending => None,
+        v8::PromiseState::Fulfilled if !turn.has_value => Some(Settled::Value(Completion::Absent)),
+        v8::PromiseState::Fulfilled => {
+            let value = promise.result(tc);
+            let completion =
+                match convert::to_json(tc, value, &prototype, "the result", MAX_TRANSFER_BYTES) {
+                    Converted::Value(value) => Completion::Value(value),
+                    Converted::Undefined => Completion::Absent,
+                    Converted::NotJson(why) => Completion::NotJson(why),
+                    Converted::Oversize { bytes, shape } => Completion::Oversize { bytes, shape },
+                    Converted::Threw if tc.has_terminated() => return Some(Settled::Terminated),
+                    Converted::Threw => {
+                        Completion::NotJson("reading the result threw an exception".into())
+                    }
+                };
+            Some(Settled::Value(completion))
+        }
+        v8::PromiseState::Rejected => {
+            let reason = promise.result(tc);
+            let describe = v8::Local::new(tc, &describe);
+            let undefined = v8::undefined(tc);
+            match describe.call(tc, undefined.into(), &[reason]) {
+                Some(text) => Some(Settled::Threw(text.to_rust_string_lossy(tc))),
+                None if tc.has_terminated() => Some(Settled::Terminated),
+                None => Some(Settled::Threw("Uncaught exception".into())),
+            }
+        }
+    }
+}
+
+/// How a settled turn ended.
+pub enum Settled {
+    /// It returned (or resolved with) this completion.
+    Value(Completion),
+    /// It threw; Node's text for the exception.
+    Threw(String),
+    /// Reading the outcome was terminated (the watchdog's stop says why).
+    Terminated,
+}
+
+impl Settled {
+    /// The ending this maps to, when the turn was not stopped.
+    pub fn ending(self) -> Option<TurnEnding> {
+        match self {
+            Settled::Value(completion) => Some(TurnEnding::Exited {
+                exit_code: 0,
+                completion,
+                exception: None,
+            }),
+            Settled::Threw(text) => Some(TurnEnding::Exited {
+                exit_code: 1,
+                completion: Completion::Absent,
+                exception: Some(text),
+            }),
+            Settled::Terminated => None,
+        }
+    }
+}
+
+/// Calls the bootstrap's `install` and `endTurn` (plain calls, no marker).
+pub fn call_internal(isolate: &mut Isolate, which: Internal, arg: InternalArg) -> bool {
+    let function = match which {
+        Internal::Install => isolate.internals.install.clone(),
+        Internal::EndTurn => isolate.internals.end_turn.clone(),
+    };
+    deno_core::scope!(scope, &mut isolate.runtime);
+    v8::tc_scope!(let tc, scope);
+    let arg: v8::Local<v8::Value> = match arg {
+        InternalArg::Text(text) => match v8::String::new(tc, &text) {
+            Some(string) => string.into(),
+            None => return false,
+        },
+        InternalArg::Marker(marker) => v8::Integer::new_from_unsigned(tc, marker).into(),
+    };
+    let function = v8::Local::new(tc, &function);
+    let undefined = v8::undefined(tc);
+    function.call(tc, undefined.into(), &[arg]).is_some()
+}
+
+/// Which bootstrap function [`call_internal`] calls.
+pub enum Internal {
+    /// `install(specJson)`.
+    Install,
+    /// `endTurn(marker)`.
+    EndTurn,
+}
+
+/// The argument of [`call_internal`].
+pub enum InternalArg {
+    /// A string.
+    Text(String),
+    /// A turn marker.
+    Marker(u32),
+}

@@ -1,0 +1,273 @@
+//! Stopping JavaScript that does not yield: one process-wide watchdog thread.
+//!
+//! A runtime thread running guest JavaScript cannot look at the clock, so
+//! every runtime has a [`Watch`]: the deadline and abort signals of its turns
+//! in flight, and whether its thread is inside JavaScript right now. The
+//! watchdog thread wakes every [`TICK`] while some runtime has turns in
+//! flight (and sleeps on a condition variable otherwise); when a thread has
+//! been in JavaScript past a deadline, or an abort fired, or the runtime is
+//! closing, it records the reason, then terminates the isolate. The reason is
+//! recorded first because V8 reports every termination the same way.
+//!
+//! A turn that is idle (awaiting a promise, a timer or a binding call) is not
+//! in JavaScript: its own thread notices the deadline, so idle turns end
+//! without terminating the isolate.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use code_runner_core::AbortSignal;
+
+/// The watchdog's resolution: how late past its deadline a busy loop may run.
+pub const TICK: Duration = Duration::from_millis(5);
+
+/// Why the host stopped an isolate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// A turn's deadline passed while JavaScript ran.
+    Timeout,
+    /// A turn's abort signal fired.
+    Abort,
+    /// The runtime is closing.
+    Close,
+    /// The heap reached its limit; the isolate is condemned.
+    Heap,
+}
+
+impl Stop {
+    fn code(self) -> u64 {
+        match self {
+            Stop::Timeout => 1,
+            Stop::Abort => 2,
+            Stop::Close => 3,
+            Stop::Heap => 4,
+        }
+    }
+
+    fn from_code(code: u64) -> Option<Stop> {
+        match code {
+            1 => Some(Stop::Timeout),
+            2 => Some(Stop::Abort),
+            3 => Some(Stop::Close),
+            4 => Some(Stop::Heap),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Armed {
+    deadline: Option<Instant>,
+    aborts: Vec<AbortSignal>,
+    generation: u64,
+}
+
+/// One runtime's side of the watchdog.
+#[derive(Default)]
+pub struct Watch {
+    isolate: Mutex<Option<v8::IsolateHandle>>,
+    armed: Mutex<Armed>,
+    in_js: AtomicBool,
+    closing: AtomicBool,
+    /// The heap reached its limit: set once, never cleared (the isolate is condemned).
+    heap: AtomicBool,
+    /// `generation << 8 | stop code`, 0 for none.
+    stop: AtomicU64,
+}
+
+impl Watch {
+    /// A watch registered with the watchdog (started on first use).
+    ///
+    /// # Errors
+    /// The watchdog thread could not be started: without it a busy loop
+    /// could not be stopped, so no runtime may start either.
+    pub fn new() -> Result<Arc<Watch>, String> {
+        let watch = Arc::new(Watch::default());
+        watchdog()?.register(&watch);
+        Ok(watch)
+    }
+
+    /// The isolate to terminate; `None` while there is none.
+    pub fn set_isolate(&self, handle: Option<v8::IsolateHandle>) {
+        *lock(&self.isolate) = handle;
+    }
+
+    /// The turns in flight changed: the earliest deadline and every abort signal.
+    /// Returns the new generation; stops recorded under an older one are stale.
+    pub fn set_turns(&self, deadline: Option<Instant>, aborts: Vec<AbortSignal>) -> u64 {
+        let busy = deadline.is_some();
+        let generation = {
+            let mut armed = lock(&self.armed);
+            armed.deadline = deadline;
+            armed.aborts = aborts;
+            armed.generation += 1;
+            armed.generation
+        };
+        if busy && let Ok(watchdog) = watchdog() {
+            watchdog.wake.notify_one();
+        }
+        generation
+    }
+
+    /// Marks the runtime thread as running JavaScript until the guard drops.
+    pub fn enter(&self) -> InJs<'_> {
+        self.in_js.store(true, Ordering::SeqCst);
+        InJs(self)
+    }
+
+    /// Records `stop` for `generation` unless a stop is already recorded, and
+    /// terminates the isolate's JavaScript. Returns whether this call recorded it.
+    pub fn request(&self, stop: Stop, generation: u64) -> bool {
+        let recorded = self
+            .stop
+            .compare_exchange(
+                0,
+                generation << 8 | stop.code(),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            )
+            .is_ok();
+        if recorded && let Some(isolate) = lock(&self.isolate).as_ref() {
+            isolate.terminate_execution();
+        }
+        recorded
+    }
+
+    /// Called from the near-heap-limit callback, on the runtime thread inside
+    /// V8: marks the isolate condemned and terminates its JavaScript. Only
+    /// atomics and a lock nobody holds across V8 calls: it must not block or panic.
+    pub fn heap_exhausted(&self) {
+        if !self.heap.swap(true, Ordering::SeqCst)
+            && let Some(isolate) = lock(&self.isolate).as_ref()
+        {
+            isolate.terminate_execution();
+        }
+    }
+
+    /// A new isolate replaces a condemned one.
+    pub fn reset_heap(&self) {
+        self.heap.store(false, Ordering::SeqCst);
+    }
+
+    /// The stop recorded since the last take, if it belongs to `generation`.
+    /// A stale stop (recorded for turns that had already ended) is dropped.
+    /// A heap stop wins over any other and stays until [`Watch::reset_heap`].
+    pub fn take(&self, generation: u64) -> Option<Stop> {
+        if self.heap.load(Ordering::SeqCst) {
+            self.stop.store(0, Ordering::SeqCst);
+            return Some(Stop::Heap);
+        }
+        let raw = self.stop.swap(0, Ordering::SeqCst);
+        if raw == 0 {
+            return None;
+        }
+        let stop = Stop::from_code(raw & 0xff)?;
+        (raw >> 8 == generation || stop == Stop::Close).then_some(stop)
+    }
+
+    /// Closing: stops JavaScript now (if any runs) and refuses to run more.
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+        let generation = lock(&self.armed).generation;
+        if self.in_js.load(Ordering::SeqCst) {
+            self.request(Stop::Close, generation);
+        }
+    }
+
+    /// Whether [`Watch::close`] was called.
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::SeqCst)
+    }
+
+    /// The watchdog's check of this runtime; answers whether it has turns in flight.
+    fn check(&self, now: Instant) -> bool {
+        let (deadline, aborted, generation) = {
+            let armed = lock(&self.armed);
+            (
+                armed.deadline,
+                armed.aborts.iter().any(AbortSignal::is_aborted),
+                armed.generation,
+            )
+        };
+        let Some(deadline) = deadline else {
+            return false;
+        };
+        if self.in_js.load(Ordering::SeqCst) {
+            if self.closing.load(Ordering::SeqCst) {
+                self.request(Stop::Close, generation);
+            } else if aborted {
+                self.request(Stop::Abort, generation);
+            } else if now >= deadline {
+                self.request(Stop::Timeout, generation);
+            }
+        }
+        true
+    }
+}
+
+/// The runtime thread is in JavaScript while this lives.
+pub struct InJs<'a>(&'a Watch);
+
+impl Drop for InJs<'_> {
+    fn drop(&mut self) {
+        self.0.in_js.store(false, Ordering::SeqCst);
+    }
+}
+
+struct Watchdog {
+    watches: Mutex<Vec<Weak<Watch>>>,
+    wake: Condvar,
+}
+
+impl Watchdog {
+    fn register(&self, watch: &Arc<Watch>) {
+        let mut watches = lock(&self.watches);
+        watches.retain(|w| w.strong_count() > 0);
+        watches.push(Arc::downgrade(watch));
+    }
+
+    fn run(&self) {
+        let mut watches = lock(&self.watches);
+        loop {
+            let now = Instant::now();
+            let mut busy = false;
+            watches.retain(|weak| match weak.upgrade() {
+                Some(watch) => {
+                    busy |= watch.check(now);
+                    true
+                }
+                None => false,
+            });
+            watches = if busy {
+                self.wake
+                    .wait_timeout(watches, TICK)
+                    .map(|(guard, _)| guard)
+                    .unwrap_or_else(|p| p.into_inner().0)
+            } else {
+                self.wake.wait(watches).unwrap_or_else(|p| p.into_inner())
+            };
+        }
+    }
+}
+
+fn watchdog() -> Result<&'static Watchdog, String> {
+    static WATCHDOG: OnceLock<Result<&'static Watchdog, String>> = OnceLock::new();
+    WATCHDOG
+        .get_or_init(|| {
+            let watchdog: &'static Watchdog = Box::leak(Box::new(Watchdog {
+                watches: Mutex::new(Vec::new()),
+                wake: Condvar::new(),
+            }));
+            std::thread::Builder::new()
+                .name("code-runner-v8-watchdog".into())
+                .spawn(move || watchdog.run())
+                .map(|_| watchdog)
+                .map_err(|err| format!("cannot start the V8 watchdog thread: {err}"))
+        })
+        .clone()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -320,7 +320,7 @@ async fn keep_claims(link: Weak<EngineLink>, inner: Weak<Inner>) {
         }
         claim_shared(&link, &inner).await;
         rounds = rounds.wrapping_add(1);
-        if rounds % 10 == 0 && !config::entry_has_schema(&link).await {
+        if rounds.is_multiple_of(10) && !config::entry_has_schema(&link).await {
             config::ensure_entry(&link, &inner).await;
         }
     }

@@ -67,6 +67,13 @@ impl Inner {
         self.settings.in_force()
     }
 
+    /// The data directory (runtimes and the configuration live under it).
+    pub(crate) fn data_dir(&self) -> &std::path::Path {
+        self.runtimes_dir
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+    }
+
     /// Where a guest's call of `id` goes: the iii engine for a function this
     /// worker does not hold (so any worker's function is reachable), else
     /// this worker's own bus. Our own functions stay local even on an engine:

@@ -10,6 +10,7 @@
 //! replay (calls made with `trigger`, such as the configuration entry) runs
 //! again on every return to `Connected` ([`EngineLink::watch`]).
 
+mod config;
 mod mirror;
 mod routing;
 
@@ -141,8 +142,12 @@ impl EngineLink {
         });
         routing::install(inner, &link);
         link.mirror.sync(&link.client, inner);
+        inner.settings.use_store(Arc::new(config::EngineStore::new(
+            &link,
+            crate::settings::ConfigFile::in_data_dir(inner.data_dir()),
+        )));
         link.bind(&bindings());
-        tokio::spawn(watch(Arc::downgrade(&link), Arc::downgrade(inner)));
+        watch(&link, inner);
         link
     }
 
@@ -226,7 +231,8 @@ impl EngineLink {
     }
 }
 
-/// The bindings every worker makes: its console assets to the console's
+/// The bindings every worker makes: its configuration entry's changes to
+/// `code-runner::on-config-change`, its console assets to the console's
 /// `console:script`/`console:style` slots, and the guidance hook to the
 /// harness's `pre-generate` point (fail-open: a slow or absent code-runner
 /// never fails an agent turn). Both wait, parked by the engine, until a
@@ -241,6 +247,7 @@ fn bindings() -> Vec<RegisterTriggerInput> {
             ))
         })
         .collect();
+    inputs.push(config::change_trigger());
     inputs.push(RegisterTriggerInput::new(
         PRE_GENERATE,
         INJECT_GUIDANCE,
@@ -254,37 +261,67 @@ pub const PRE_GENERATE: &str = "harness::hook::pre-generate";
 /// The guidance hook function.
 pub const INJECT_GUIDANCE: &str = "code-runner::inject-guidance";
 
-/// Follows bus changes and connection-state transitions until the worker or
-/// the link is gone.
-async fn watch(link: Weak<EngineLink>, inner: Weak<Inner>) {
+/// Follows the bus and the connection until the worker or the link is
+/// gone: three loops, so a slow call in one never hides an event from another.
+fn watch(link: &Arc<EngineLink>, inner: &Arc<Inner>) {
+    tokio::spawn(follow_bus(Arc::downgrade(link), Arc::downgrade(inner)));
+    tokio::spawn(follow_connection(
+        Arc::downgrade(link),
+        Arc::downgrade(inner),
+    ));
+    tokio::spawn(keep_claims(Arc::downgrade(link), Arc::downgrade(inner)));
+}
+
+/// Mirrors every bus change onto the engine.
+async fn follow_bus(link: Weak<EngineLink>, inner: Weak<Inner>) {
     let Some(mut changes) = inner.upgrade().map(|inner| inner.bus.subscribe()) else {
         return;
     };
+    while changes.changed().await.is_ok() {
+        let (Some(link), Some(inner)) = (link.upgrade(), inner.upgrade()) else {
+            return;
+        };
+        link.mirror.sync(&link.client, &inner);
+    }
+}
+
+/// Logs the connection's comings and goings, and registers the
+/// configuration entry again on every return (the SDK does not replay it).
+async fn follow_connection(link: Weak<EngineLink>, inner: Weak<Inner>) {
     let mut was_connected = false;
-    let mut last_claim = std::time::Instant::now();
     loop {
-        tokio::select! {
-            changed = changes.changed() => {
-                if changed.is_err() { return; }
-                let (Some(link), Some(inner)) = (link.upgrade(), inner.upgrade()) else { return };
-                link.mirror.sync(&link.client, &inner);
-            }
-            () = tokio::time::sleep(STATE_POLL) => {
-                let Some(link) = link.upgrade() else { return };
-                let connected = link.connected();
-                if connected && !was_connected {
-                    tracing::info!(worker = %link.worker_name, "connected to the iii engine");
-                } else if !connected && was_connected {
-                    tracing::warn!(worker = %link.worker_name, state = link.state(), "lost the iii engine; reconnecting");
-                }
-                was_connected = connected;
-                if connected && last_claim.elapsed() >= CLAIM_EVERY {
-                    last_claim = std::time::Instant::now();
-                    if let Some(inner) = inner.upgrade() {
-                        claim_shared(&link, &inner).await;
-                    }
-                }
-            }
+        tokio::time::sleep(STATE_POLL).await;
+        let Some(link) = link.upgrade() else { return };
+        let connected = link.connected();
+        if connected && !was_connected {
+            tracing::info!(worker = %link.worker_name, "connected to the iii engine");
+            let Some(inner) = inner.upgrade() else { return };
+            let link = link.clone();
+            tokio::spawn(async move { config::ensure_entry(&link, &inner).await });
+        } else if !connected && was_connected {
+            tracing::warn!(worker = %link.worker_name, state = link.state(), "lost the iii engine; reconnecting");
+        }
+        was_connected = connected;
+    }
+}
+
+/// While connected: claims shared ids left without an owner, and checks
+/// now and then that the configuration entry still has its schema (an
+/// engine restart faster than [`STATE_POLL`] would otherwise go unseen).
+async fn keep_claims(link: Weak<EngineLink>, inner: Weak<Inner>) {
+    let mut rounds = 0u32;
+    loop {
+        tokio::time::sleep(CLAIM_EVERY).await;
+        let (Some(link), Some(inner)) = (link.upgrade(), inner.upgrade()) else {
+            return;
+        };
+        if !link.connected() {
+            continue;
+        }
+        claim_shared(&link, &inner).await;
+        rounds = rounds.wrapping_add(1);
+        if rounds.is_multiple_of(10) && !config::entry_has_schema(&link).await {
+            config::ensure_entry(&link, &inner).await;
         }
     }
 }

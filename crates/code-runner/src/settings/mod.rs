@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub(crate) use file::ConfigFile;
-pub(crate) use validate::{parse_value, parse_yaml};
+pub(crate) use validate::{config_schema, parse_value, parse_yaml};
 pub(crate) use watch::ConfigWatch;
 
 /// Where the authoritative configuration lives.
@@ -63,7 +63,8 @@ struct State {
 pub(crate) struct Settings {
     boot: Config,
     state: RwLock<State>,
-    store: Arc<dyn ConfigStore>,
+    /// The store in force: the file, until an engine's configuration worker takes over.
+    store: RwLock<Arc<dyn ConfigStore>>,
     /// Serialises reads-then-applies, so two changes cannot apply out of order.
     writer: tokio::sync::Mutex<()>,
 }
@@ -78,9 +79,19 @@ impl Settings {
                 last_rejected: None,
             }),
             boot,
-            store,
+            store: RwLock::new(store),
             writer: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Makes `store` the authority from now on (the iii engine's
+    /// configuration worker, once the worker joins an engine).
+    pub fn use_store(&self, store: Arc<dyn ConfigStore>) {
+        *self.store.write().unwrap_or_else(|p| p.into_inner()) = store;
+    }
+
+    fn store(&self) -> Arc<dyn ConfigStore> {
+        self.store.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The configuration calls use now.
@@ -114,7 +125,7 @@ impl Settings {
     /// The store's error, naming the offending key.
     pub async fn reload(&self) -> Result<Applied, RunnerError> {
         let _writer = self.writer.lock().await;
-        match self.store.load().await {
+        match self.store().load().await {
             Ok(config) => Ok(self.apply(config)),
             Err(err) => {
                 // The store's message names its source (the file) and the key.
@@ -139,7 +150,7 @@ impl Settings {
         let config = parse_value(value)?;
         let _writer = self.writer.lock().await;
         let old = self.stored();
-        self.store.save(&config).await?;
+        self.store().save(&config).await?;
         let applied = self.apply(config.clone());
         Ok((old, config, applied))
     }

@@ -358,3 +358,158 @@ fn a_console_fetches_our_cards() {
     }
     client.shutdown();
 }
+
+/// The engine's configuration worker is the authority on an engine: the
+/// worker registers its entry (seeded from its own file), a
+/// `configuration::set` through the engine applies to the very next call,
+/// and after an engine restart the entry is registered again, so `set`
+/// keeps working (the engine refuses it for an entry nobody re-registered).
+#[test]
+fn configuration_set_through_the_engine_applies_to_the_next_call() {
+    let mut engine = EngineProc::start();
+    let worker = WorkerProc::with_config(&engine, "cr-config", "max_result_bytes: 5000\n");
+    wait_ready(&engine, &worker);
+    let until = Instant::now() + REGISTERED;
+    let seeded = loop {
+        match engine.trigger("configuration::get", &json!({"id": "code-runner"})) {
+            Ok(entry) => break entry,
+            Err(err) => {
+                assert!(Instant::now() < until, "no entry: {err}\n{}", worker.log());
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    };
+    assert_eq!(seeded["value"]["max_result_bytes"], 5000, "{seeded}");
+
+    let flood = json!({"lang": "python", "code": "print('x' * 1000)", "timeout_ms": 30000});
+    let capped = |engine: &EngineProc| {
+        engine.trigger("code-runner::run", &flood).map(|answer| {
+            answer["stdout"]
+                .as_str()
+                .is_some_and(|out| out.contains("[…stdout truncated"))
+        })
+    };
+    assert_eq!(capped(&engine), Ok(false));
+    engine
+        .trigger(
+            "configuration::set",
+            &json!({"id": "code-runner", "value": {"max_stream_bytes": 100}}),
+        )
+        .unwrap();
+    let until = Instant::now() + REGISTERED;
+    while capped(&engine) != Ok(true) {
+        assert!(
+            Instant::now() < until,
+            "the cap never applied\n{}",
+            worker.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    engine.restart();
+    let until = Instant::now() + REGISTERED;
+    loop {
+        let set = engine.trigger(
+            "configuration::set",
+            &json!({"id": "code-runner", "value": {"max_stream_bytes": 16384}}),
+        );
+        if set.is_ok() {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "set never worked again: {set:?}\n{}",
+            worker.log()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let until = Instant::now() + REGISTERED;
+    while capped(&engine) != Ok(false) {
+        assert!(
+            Instant::now() < until,
+            "the new cap never applied\n{}",
+            worker.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A stand-in for the agent harness: provides the `pre-generate` hook point
+/// and, when a binding arrives, calls the bound function as the harness would
+/// before a generation.
+struct FakeHarness {
+    client: iii_sdk::IIIClient,
+    answers: std::sync::Arc<std::sync::Mutex<Vec<(Value, Value)>>>,
+}
+
+#[async_trait::async_trait]
+impl iii_sdk::trigger::TriggerHandler for FakeHarness {
+    async fn register_trigger(
+        &self,
+        config: iii_sdk::trigger::TriggerConfig,
+    ) -> Result<(), iii_sdk::Error> {
+        let event = json!({
+            "point": "pre_generate", "session_id": "s_1", "turn_id": "t_1", "step": 1, "depth": 0,
+            "generate": { "system_prompt": "You are helpful.", "messages": [], "model": "m" }
+        });
+        let answer = self
+            .client
+            .trigger(iii_sdk::protocol::TriggerRequest {
+                function_id: config.function_id.clone(),
+                payload: event,
+                action: None,
+                timeout_ms: Some(10_000),
+            })
+            .await?;
+        self.answers
+            .lock()
+            .unwrap()
+            .push((config.config.clone(), answer));
+        Ok(())
+    }
+
+    async fn unregister_trigger(
+        &self,
+        _config: iii_sdk::trigger::TriggerConfig,
+    ) -> Result<(), iii_sdk::Error> {
+        Ok(())
+    }
+}
+
+/// The guidance hook waits, parked, for a harness; when one joins, the
+/// binding arrives fail-open and the hook appends our guidance to the prompt.
+#[test]
+fn a_harness_gets_the_guidance_hook() {
+    let engine = EngineProc::start();
+    let worker = WorkerProc::start(&engine, "cr-hook");
+    wait_ready(&engine, &worker);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _guard = runtime.enter();
+    let client = iii_sdk::register_worker(&engine.url(), InitOptions::default());
+    let answers = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    client.register_trigger_type(iii_sdk::RegisterTriggerType::new(
+        code_runner::iii::PRE_GENERATE,
+        "fake harness hook point",
+        FakeHarness {
+            client: client.clone(),
+            answers: answers.clone(),
+        },
+    ));
+    let until = Instant::now() + REGISTERED;
+    let (config, answer) = loop {
+        if let Some(first) = answers.lock().unwrap().first().cloned() {
+            break first;
+        }
+        assert!(
+            Instant::now() < until,
+            "no binding arrived\n{}",
+            worker.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(config["on_error"], "fail_open", "{config}");
+    let prompt = answer["mutations"]["system_prompt"].as_str().unwrap_or("");
+    assert!(prompt.starts_with("You are helpful."), "{answer}");
+    assert!(prompt.contains("code-runner::run"), "{answer}");
+    client.shutdown();
+}

@@ -93,12 +93,6 @@ impl Inner {
         self.engines.engine(lang)
     }
 
-    /// The data directory (runtimes and the configuration live under it).
-    pub(crate) fn data_dir(&self) -> &std::path::Path {
-        self.runtimes_dir
-            .parent()
-            .unwrap_or(std::path::Path::new("."))
-    }
 }
 
 impl Worker {

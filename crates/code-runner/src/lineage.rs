@@ -183,7 +183,7 @@ impl Lineage {
                 RunnerError::new(
                     ErrorCode::Capacity,
                     format!(
-                        "{MAX_WAITING_CALLS} calls already wait for this function's runtime, which runs one at a time; retry later"
+                        "{MAX_WAITING_CALLS} calls already wait for this runtime (its runs and its published functions), which runs one turn at a time; retry later"
                     ),
                 )
             })?;

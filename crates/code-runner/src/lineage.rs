@@ -7,7 +7,9 @@
 //! beyond its own calls (nested `keep: true` runtimes, namespaces that guest
 //! code registered) is charged to the tree's root and bounded by
 //! [`nested_share`]; nested kept runtimes end with the runtime that started
-//! them (see `lifecycle::retire`).
+//! them (see `lifecycle::retire`). Namespace runtimes that guest code made
+//! outlive the run that made them, so a tree's share cannot bound them:
+//! all of them together are held to one more [`nested_share`].
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -51,6 +53,8 @@ struct Node {
     orphaned: bool,
     runtime: Option<Arc<dyn Runtime>>,
     calls: Arc<AtomicUsize>,
+    /// A namespace runtime that guest code made: it outlives its tree.
+    guest_namespace: bool,
 }
 
 /// A place in a runtime's call queue; dropping it frees the place.
@@ -95,6 +99,7 @@ impl Lineage {
                 orphaned: false,
                 runtime: None,
                 calls: Arc::default(),
+                guest_namespace: false,
             },
             Some(guest) => {
                 if !nodes.contains_key(&guest.runtime) {
@@ -128,6 +133,7 @@ impl Lineage {
                     orphaned: false,
                     runtime: None,
                     calls: Arc::default(),
+                    guest_namespace: false,
                 }
             }
         };
@@ -137,19 +143,41 @@ impl Lineage {
 
     /// Like [`Lineage::begin`] for a namespace runtime: its own root (it
     /// outlives whoever registered first), charged to the caller's root
-    /// when guest code made it.
+    /// when guest code made it. Namespace runtimes made by guest code
+    /// outlive their trees (and the idle sweep), so together they may hold
+    /// one [`nested_share`] of `max_runtimes`; without that, a run
+    /// registering its share of namespaces, repeated, took every slot.
     ///
     /// # Errors
-    /// As [`Lineage::begin`].
+    /// As [`Lineage::begin`]; `code-runner::capacity` when guest code's
+    /// namespace runtimes already hold their share.
     pub fn begin_namespace(
         &self,
         caller: &Caller,
         max_runtimes: usize,
     ) -> Result<RuntimeKey, RunnerError> {
         let key = self.begin(caller, Lasting::Yes, max_runtimes)?;
-        if let Some(node) = self.lock().get_mut(&key) {
+        let mut nodes = self.lock();
+        if caller.guest.is_some() {
+            let share = nested_share(max_runtimes);
+            let held = nodes.values().filter(|n| n.guest_namespace).count();
+            if held >= share {
+                nodes.remove(&key);
+                return Err(RunnerError::new(
+                    ErrorCode::Capacity,
+                    format!(
+                        "namespaces registered by guest code may hold at most {share} runtimes in all \
+                         (an eighth of max_runtimes {max_runtimes}), and they already do; they outlive \
+                         the runs that registered them: tear one down (code-runner::teardown {{namespace}}) \
+                         or register from a host call"
+                    ),
+                ));
+            }
+        }
+        if let Some(node) = nodes.get_mut(&key) {
             node.parent = None;
             node.root = key;
+            node.guest_namespace = caller.guest.is_some();
         }
         Ok(key)
     }
@@ -309,6 +337,29 @@ mod tests {
         assert_eq!(lineage.charged(root), 1);
         assert!(lineage.end(root).is_empty(), "not a child of the guest");
         assert_eq!(lineage.root(ns), Some(ns));
+    }
+
+    /// Namespace runtimes made by guest code are bounded all together, not
+    /// only per tree: a new tree cannot add more once they hold the share;
+    /// one torn down makes room; a host call is not bounded by it.
+    #[test]
+    fn guest_namespace_runtimes_are_bounded_across_trees() {
+        let lineage = Lineage::default();
+        let mut made = Vec::new();
+        for _ in 0..4 {
+            let root = lineage.begin(&Caller::host(), Lasting::No, 32).unwrap();
+            made.push(lineage.begin_namespace(&guest(&lineage, root), 32).unwrap());
+            lineage.end(root);
+        }
+        let root = lineage.begin(&Caller::host(), Lasting::No, 32).unwrap();
+        let err = lineage
+            .begin_namespace(&guest(&lineage, root), 32)
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::Capacity);
+        assert!(err.message.contains("at most 4"), "{}", err.message);
+        assert!(lineage.begin_namespace(&Caller::host(), 32).is_ok());
+        lineage.end(made[0]);
+        assert!(lineage.begin_namespace(&guest(&lineage, root), 32).is_ok());
     }
 
     /// A runtime's call queue is bounded; a left place is free again; a

@@ -203,3 +203,51 @@ fn a_trace_log_on_an_engine_holds_no_runtime_id() {
     );
     worker.assert_alive();
 }
+
+/// Namespaces registered by guest code outlive the runs that registered
+/// them, so all of them together hold at most an eighth of `max_runtimes`.
+/// Before, each one-shot run could register its own share (4) and keep it:
+/// eight runs held 31 of 32 slots, exempt from the idle sweep, for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_registered_by_guests_cannot_take_every_slot() {
+    let server = Server::start().await;
+    let register = |prefix: &str| {
+        format!(
+            "done = []\nfor i in range(4):\n    try:\n        iii.trigger({{'function_id': 'code-runner::register_function', 'payload': \
+             {{'function_id': '{prefix}%d::f' % i, 'lang': 'python', 'source': 'def handler(p):\\n    return 1'}}}})\n        done.append('ok')\n\
+             \x20   except IIIError as err:\n        done.append(err.code + ' ' + err.message)\nresult = done"
+        )
+    };
+    let first = server
+        .run_with(&register("first"), json!({"timeout_ms": 60_000}))
+        .await;
+    assert_eq!(first.ok()["result"], json!(["ok", "ok", "ok", "ok"]));
+    let second = server
+        .run_with(&register("second"), json!({"timeout_ms": 60_000}))
+        .await;
+    let body = second.ok();
+    for refusal in body["result"].as_array().unwrap() {
+        let text = refusal.as_str().unwrap_or_default();
+        assert!(text.starts_with("code-runner::capacity"), "{body}");
+        assert!(text.contains("registered by guest code"), "{body}");
+    }
+    let health = server.get("/healthz").await;
+    assert_eq!(health.ok()["runtimes"]["live"], 4, "{}", health.body);
+    // A host call still registers; a namespace torn down makes room.
+    server
+        .call(
+            "code-runner::register_function",
+            json!({"function_id": "host::f", "lang": "python", "source": "def handler(p):\n    return 2"}),
+        )
+        .await
+        .ok();
+    server
+        .call("code-runner::teardown", json!({"namespace": "first0"}))
+        .await
+        .ok();
+    let third = server
+        .run_with(&register("third"), json!({"timeout_ms": 60_000}))
+        .await;
+    assert_eq!(third.ok()["result"][0], "ok");
+    server.assert_still_serves().await;
+}

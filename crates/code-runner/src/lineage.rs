@@ -57,12 +57,19 @@ struct Node {
     guest_namespace: bool,
 }
 
-/// A place in a runtime's call queue; dropping it frees the place.
-pub struct Waiting(Arc<AtomicUsize>);
+/// Calls waiting for kept or namespace runtimes, all runtimes together.
+/// Each one holds its caller's connection: without a total, 16 kept
+/// runtimes with 64 calls each held all 1024 HTTP connections, for as long
+/// as 64 turns take.
+pub const MAX_WAITING_CALLS_TOTAL: usize = 256;
+
+/// A place in a runtime's call queue (and in the total); dropping it frees both.
+pub struct Waiting(Arc<AtomicUsize>, Arc<AtomicUsize>);
 
 impl Drop for Waiting {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
+        self.1.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -71,6 +78,8 @@ impl Drop for Waiting {
 pub struct Lineage {
     next: AtomicU64,
     nodes: Mutex<HashMap<RuntimeKey, Node>>,
+    /// Calls waiting for any runtime, against [`MAX_WAITING_CALLS_TOTAL`].
+    waiting: Arc<AtomicUsize>,
 }
 
 impl Lineage {
@@ -197,17 +206,31 @@ impl Lineage {
     /// A place among the calls waiting for the runtime `key`.
     ///
     /// # Errors
-    /// `code-runner::capacity` when [`MAX_WAITING_CALLS`] already wait;
+    /// `code-runner::capacity` when [`MAX_WAITING_CALLS`] already wait for
+    /// it, or [`MAX_WAITING_CALLS_TOTAL`] for all runtimes together;
     /// `None` inside when the runtime is gone.
     pub fn wait_for(&self, key: RuntimeKey) -> Result<Option<Waiting>, RunnerError> {
         let Some(calls) = self.lock().get(&key).map(|node| node.calls.clone()) else {
             return Ok(None);
         };
+        self.waiting
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < MAX_WAITING_CALLS_TOTAL).then_some(n + 1)
+            })
+            .map_err(|_| {
+                RunnerError::new(
+                    ErrorCode::Capacity,
+                    format!(
+                        "{MAX_WAITING_CALLS_TOTAL} calls already wait for busy runtimes on this worker; retry later"
+                    ),
+                )
+            })?;
         calls
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < MAX_WAITING_CALLS).then_some(n + 1)
             })
             .map_err(|_| {
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
                 RunnerError::new(
                     ErrorCode::Capacity,
                     format!(
@@ -215,7 +238,7 @@ impl Lineage {
                     ),
                 )
             })?;
-        Ok(Some(Waiting(calls)))
+        Ok(Some(Waiting(calls, self.waiting.clone())))
     }
 
     /// The root of `key`'s tree, while it lives.
@@ -378,5 +401,30 @@ mod tests {
         assert!(lineage.wait_for(key).unwrap().is_some());
         lineage.end(key);
         assert!(lineage.wait_for(key).unwrap().is_none());
+    }
+
+    /// The calls waiting for all runtimes together are bounded too, so
+    /// many busy runtimes cannot hold every caller's connection; a refusal
+    /// by one runtime's line leaves the total as it was.
+    #[test]
+    fn waiting_calls_are_bounded_in_total() {
+        let lineage = Lineage::default();
+        let keys: Vec<RuntimeKey> = (0..8)
+            .map(|_| lineage.begin(&Caller::host(), Lasting::Yes, 32).unwrap())
+            .collect();
+        let mut places = Vec::new();
+        for key in &keys[..4] {
+            for _ in 0..MAX_WAITING_CALLS {
+                places.push(lineage.wait_for(*key).unwrap().unwrap());
+            }
+        }
+        assert_eq!(places.len(), MAX_WAITING_CALLS_TOTAL);
+        let err = lineage.wait_for(keys[5]).err().unwrap();
+        assert_eq!(err.code, ErrorCode::Capacity);
+        assert!(err.message.contains("busy runtimes"), "{}", err.message);
+        places.truncate(MAX_WAITING_CALLS_TOTAL - 1);
+        let err = lineage.wait_for(keys[0]).err().unwrap();
+        assert!(err.message.contains("this runtime"), "{}", err.message);
+        assert!(lineage.wait_for(keys[5]).unwrap().is_some());
     }
 }

@@ -251,3 +251,41 @@ async fn namespaces_registered_by_guests_cannot_take_every_slot() {
     assert_eq!(third.ok()["result"][0], "ok");
     server.assert_still_serves().await;
 }
+
+/// Fire-and-forget calls through the engine are bounded like local ones: 16
+/// of a turn's in flight, the 17th `capacity`. Before, they went out as the
+/// engine's void invocations, which nothing waits for, and one turn sent
+/// 34 000 in 3 s. The target is a slow function of a second worker.
+#[test]
+fn fire_and_forget_through_the_engine_is_bounded_per_turn() {
+    use crate::engine_util::{EngineProc, WorkerProc};
+    let engine = EngineProc::start();
+    let worker = WorkerProc::start(&engine, "cr-void");
+    let slow = WorkerProc::start(&engine, "cr-slow");
+    for (id, log) in [
+        ("code-runner@cr-void::run", worker.log()),
+        ("code-runner@cr-slow::run", slow.log()),
+    ] {
+        engine
+            .trigger_when_registered(
+                id,
+                &json!({"lang": "python", "code": "result = 1", "timeout_ms": 30000}),
+            )
+            .unwrap_or_else(|e| panic!("{e}\n{log}"));
+    }
+    let answer = engine
+        .trigger(
+            "code-runner@cr-void::run",
+            &json!({"lang": "python", "timeout_ms": 30000, "code":
+                "slow = {'function_id': 'code-runner@cr-slow::run', 'action': {'type': 'void'}, \
+                 'payload': {'lang': 'python', 'code': 'import time\\ntime.sleep(20)', 'timeout_ms': 25000}}\n\
+                 sent = 0\ntry:\n    for _ in range(100):\n        iii.trigger(slow)\n        sent += 1\n\
+                 except IIIError as err:\n    result = [sent, err.code]"}),
+        )
+        .unwrap();
+    assert_eq!(
+        answer["result"],
+        json!([16, "code-runner::capacity"]),
+        "{answer}"
+    );
+}

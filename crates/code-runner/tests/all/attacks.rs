@@ -289,3 +289,27 @@ fn fire_and_forget_through_the_engine_is_bounded_per_turn() {
         "{answer}"
     );
 }
+
+/// Error text that quotes what a guest sent is bounded: a 10 MB function id
+/// through `iii.trigger`, or an unknown binding named by a raw frame, comes
+/// back as an error of at most 8 KiB. Before, the whole id was echoed, 10 MB
+/// built by the host per call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_quoting_guest_input_are_bounded() {
+    let server = Server::start().await;
+    let answer = server
+        .run_with(
+            "import wit_world\nout = []\ntry:\n    iii.trigger({'function_id': 'x' * 10_000_000})\n\
+             except IIIError as err:\n    out.append([err.code, len(err.message)])\n\
+             out.append(len(wit_world.call('{\"ns\":\"' + 'n' * 10_000_000 + '\",\"fn\":\"f\"}')))\n\
+             result = out",
+            json!({"timeout_ms": 30_000, "memory_mb": 256}),
+        )
+        .await;
+    let body = answer.ok();
+    assert_eq!(body["result"][0][0], "function_not_found", "{body}");
+    let sizes = [&body["result"][0][1], &body["result"][1]];
+    for size in sizes {
+        assert!(size.as_u64().is_some_and(|n| n <= 8 * 1024 + 64), "{body}");
+    }
+}

@@ -40,6 +40,13 @@ pub const DEFAULT_WARM_POOL: usize = 2;
 pub const MIN_MEMORY_MB: u64 = 40;
 /// The least V8 heap a node runtime boots and runs a small program in.
 pub const MIN_HEAP_MB: u64 = 16;
+/// The most linear memory a python runtime can address (wasm32: 4 GiB).
+pub const MAX_MEMORY_MB_CEILING: u64 = 4096;
+/// The most `max_runtimes` a worker accepts. Each slot reserves address
+/// space for its memories up front (about 8 GiB of the 128 TiB a process
+/// has): 4096 boots, 16 000 leaves python unavailable after the restart that
+/// applies it.
+pub const MAX_RUNTIMES_CEILING: usize = 4096;
 
 /// The keys that apply to the very next call when the configuration changes.
 ///
@@ -68,7 +75,7 @@ pub const NEXT_CALL_KEYS: [&str; 5] = [
 )]
 pub struct Config {
     /// Live runtimes across both engines (default 32). Applies at the next start.
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = MAX_RUNTIMES_CEILING))]
     pub max_runtimes: usize,
     /// Per run when unspecified, in ms (default 5000). Applies to the next call.
     #[schemars(range(min = 1))]
@@ -97,7 +104,7 @@ pub struct Config {
     /// Ceiling on each of stdout/stderr, in bytes; 0 disables it (default 16384). Applies to the next call.
     pub max_stream_bytes: u64,
     /// Ceiling on a python request's `memory_mb` (default 512, at least 40). Applies at the next start.
-    #[schemars(range(min = MIN_MEMORY_MB))]
+    #[schemars(range(min = MIN_MEMORY_MB, max = MAX_MEMORY_MB_CEILING))]
     pub max_memory_mb: u64,
     /// Interpreters kept booted for one-shot runs at the default memory (default 2; 0 disables).
     /// They hold no `max_runtimes` slot until a run takes one. Applies at the next start.
@@ -133,10 +140,11 @@ impl Config {
     /// `default_timeout_ms` above `max_timeout_ms`, or a `max_memory_mb` or
     /// `heap_mb` below its engine's minimum.
     pub fn validate(&self) -> Result<(), RunnerError> {
-        if self.max_runtimes == 0 {
-            return Err(RunnerError::invalid(
-                "config key max_runtimes must be at least 1",
-            ));
+        if self.max_runtimes == 0 || self.max_runtimes > MAX_RUNTIMES_CEILING {
+            return Err(RunnerError::invalid(format!(
+                "config key max_runtimes ({}) must be 1..={MAX_RUNTIMES_CEILING}: every slot reserves address space when the engines boot",
+                self.max_runtimes
+            )));
         }
         if self.default_timeout_ms == 0 || self.max_timeout_ms == 0 {
             return Err(RunnerError::invalid(
@@ -163,6 +171,12 @@ impl Config {
         if self.max_memory_mb < MIN_MEMORY_MB {
             return Err(RunnerError::invalid(format!(
                 "config key max_memory_mb ({}) is below the interpreter's minimum of {MIN_MEMORY_MB}",
+                self.max_memory_mb
+            )));
+        }
+        if self.max_memory_mb > MAX_MEMORY_MB_CEILING {
+            return Err(RunnerError::invalid(format!(
+                "config key max_memory_mb ({}) is above {MAX_MEMORY_MB_CEILING}, the most a wasm32 runtime can address",
                 self.max_memory_mb
             )));
         }

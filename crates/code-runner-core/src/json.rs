@@ -1,19 +1,27 @@
 //! Parsing JSON that someone else wrote: measured before it is parsed.
 //!
-//! serde_json guards its recursion with a depth limit of 128, but a
-//! dependency of the worker (the iii SDK) turns that guard off for the whole
-//! build (`unbounded_depth`), so a parse of `[[[[…` a million deep would
-//! recurse until the host's stack overflows and the process aborts. And a
-//! parsed `Value` costs ~100 bytes per JSON value, so a 16 MiB `[0,0,…]`
-//! becomes ~900 MB before anything can refuse it. [`parse_bounded`] scans
-//! the bytes once (no allocation) for both numbers first, and only then
-//! builds a tree. Every parse of guest or client bytes goes through it.
+//! serde_json guards its recursion with a depth limit of 128. A dependency
+//! (the iii SDK) builds it with `unbounded_depth`, which only makes
+//! `Deserializer::disable_recursion_limit` available (nothing calls it: a
+//! 60 000-deep `--json` is refused at column 128); the depth check here
+//! holds whatever a later dependency does. The larger danger is width: with
+//! `arbitrary_precision` and `preserve_order` a parsed `Value` costs ~110
+//! bytes per JSON value, so a 16 MiB `[0,0,…]` becomes ~900 MB (1.5 GB at
+//! peak) before anything can refuse it. [`parse_bounded`] scans the bytes
+//! once (no allocation) for both numbers first, and only then builds a tree.
+//! Every parse of guest or client bytes goes through it, with
+//! [`MAX_JSON_VALUES`] when the result is a tree ([`parse_guest`]).
 
 use serde::de::DeserializeOwned;
 
 /// Deepest nesting of arrays and objects accepted from outside: serde_json's
 /// own default, which the engines' result limits stay below.
 pub const MAX_JSON_DEPTH: usize = 128;
+
+/// Most JSON values (scalars, arrays, objects) accepted from outside in one
+/// text parsed into a tree: a request body, a guest's binding argument, a
+/// guest's result. 262 144 values are ~30 MB of host memory at most.
+pub const MAX_JSON_VALUES: usize = 256 * 1024;
 
 /// What a JSON text holds, measured without parsing it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +90,17 @@ pub fn parse_bounded<T: DeserializeOwned>(
         ));
     }
     serde_json::from_slice(bytes).map_err(|err| err.to_string())
+}
+
+/// Parses JSON a guest wrote (a binding call's argument, a result):
+/// [`parse_bounded`] with [`MAX_JSON_DEPTH`] and [`MAX_JSON_VALUES`], so a
+/// guest's text never costs the host more than a bounded tree. Engines use
+/// it for everything their guests hand the host.
+///
+/// # Errors
+/// As [`parse_bounded`].
+pub fn parse_guest<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    parse_bounded(bytes, MAX_JSON_DEPTH, Some(MAX_JSON_VALUES))
 }
 
 #[cfg(test)]

@@ -117,15 +117,21 @@ impl Host {
             .turn
             .as_ref()
             .ok_or_else(|| Stop::Protocol("binding call outside a turn".into()))?;
+        // Refusals quote what the guest sent: bounded like every error text.
+        let refuse = |message: String| {
+            protocol::reply(Err(BindingError::message(code_runner_core::bound_message(
+                message,
+            ))))
+        };
         let call = match protocol::parse_call(frame) {
             Ok(call) => call,
-            Err(message) => return Ok(protocol::reply(Err(BindingError::message(message)))),
+            Err(message) => return Ok(refuse(message)),
         };
         let Some(function) = turn.bindings.lookup(&call.ns, &call.member) else {
-            return Ok(protocol::reply(Err(BindingError::message(format!(
+            return Ok(refuse(format!(
                 "{} has no function {:?}",
                 call.ns, call.member
-            )))));
+            )));
         };
         let future = function(
             call.args,

@@ -6,7 +6,7 @@
 //! checked before it is parsed, and a malformed frame costs the guest its own
 //! turn (or its own binding call), nothing more.
 
-use code_runner_core::json::MAX_JSON_DEPTH;
+use code_runner_core::json::{MAX_JSON_DEPTH, MAX_JSON_VALUES};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -89,7 +89,16 @@ pub fn parse_call(frame: &str) -> Result<CallFrame, String> {
             MAX_CALL >> 20
         ));
     }
-    code_runner_core::json::parse_bounded(frame.as_bytes(), MAX_JSON_DEPTH, None)
+    // Measured first: 16 MiB of `[0,0,…]` would be ~1.5 GB of host memory
+    // as a tree, per call, per runtime.
+    let shape = code_runner_core::json::measure(frame.as_bytes());
+    if shape.values > MAX_JSON_VALUES {
+        return Err(format!(
+            "a binding call's argument is limited to {MAX_JSON_VALUES} JSON values (this one holds about {})",
+            shape.values
+        ));
+    }
+    code_runner_core::json::parse_guest(frame.as_bytes())
         .map_err(|err| format!("malformed binding call: {err}"))
 }
 
@@ -127,11 +136,18 @@ pub fn parse_head(head: &str) -> Result<Head, String> {
         .map_err(|err| format!("malformed turn head: {err}"))
 }
 
+/// Whether a result text holds more values than the host builds a tree
+/// of ([`MAX_JSON_VALUES`]): such a result is carried as its size only,
+/// like one past `max_result_bytes`.
+pub fn result_too_wide(text: &str) -> bool {
+    code_runner_core::json::measure(text.as_bytes()).values > MAX_JSON_VALUES
+}
+
 /// Parses the result's JSON text, which the runner has checked; the error is
 /// the reason it is not JSON after all (a guest that replaced the runner's
 /// checks gets its own `invalid-output`, nothing worse). The caller has
-/// checked its size.
+/// checked its size and width.
 pub fn parse_result(text: &str) -> Result<Value, String> {
-    code_runner_core::json::parse_bounded(text.as_bytes(), MAX_JSON_DEPTH, None)
+    code_runner_core::json::parse_guest(text.as_bytes())
         .map_err(|err| format!("the result is not JSON: {err}"))
 }

@@ -257,6 +257,12 @@ fn run_turn(mut instance: Instance, spec: TurnSpec) -> (TurnOutcome, Option<Inst
             bytes: text.len() as u64,
             shape: ResultShape::Scalar,
         },
+        // Within the byte cap (up to 16 MiB when it is off) but too many
+        // values to build a tree of: its size only, never parsed.
+        (Some(text), _, _) if protocol::result_too_wide(&text) => Completion::Oversize {
+            bytes: text.len() as u64,
+            shape: ResultShape::Scalar,
+        },
         (Some(text), _, _) => match protocol::parse_result(&text) {
             Ok(value) => Completion::Value(value),
             Err(why) => Completion::NotJson(why),

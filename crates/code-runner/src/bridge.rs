@@ -10,6 +10,13 @@
 //!
 //! These rules protect a few functions of other workers; they are not a
 //! general sandbox for what bus calls may do.
+//!
+//! One rule is code-runner's own, beyond the contract's list: guest code may
+//! not replace code-runner's configuration (`configuration::set` with
+//! `id: "code-runner"`, here or through the engine's configuration worker),
+//! nor bind a trigger to `configuration::set`. The configuration sets the
+//! limits that hold the guest (timeouts, caps, slots, memory), and a change
+//! persists across restarts.
 
 use std::fmt;
 
@@ -26,6 +33,12 @@ pub const DENIED: &[&str] = &[
 /// Functions that register a trigger binding: their payload's `function_id`
 /// is the binding's target.
 pub const TRIGGER_REGISTRATIONS: &[&str] = &["engine::register_trigger"];
+
+/// The function that replaces a configuration entry, and the entry guest
+/// code may not replace through it (code-runner's own rule).
+pub const CONFIGURATION_SET: &str = "configuration::set";
+/// The configuration entry holding code-runner's limits.
+pub const OWN_CONFIGURATION: &str = "code-runner";
 
 /// Why a guest call was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,11 +77,25 @@ pub fn check(function_id: &str, payload: &serde_json::Value) -> Result<(), Refus
             "guest code may not call {rule} (a bus bridge rule)"
         )));
     }
+    if normalise(function_id) == CONFIGURATION_SET {
+        let entry = payload.get("id").and_then(serde_json::Value::as_str);
+        if entry.is_some_and(|entry| normalise(entry) == OWN_CONFIGURATION) {
+            return Err(refuse(format!(
+                "guest code may not change code-runner's own configuration (id `{OWN_CONFIGURATION}`): it sets the limits guest code runs under (code-runner's rule); configuration::get reads it"
+            )));
+        }
+    }
     if is_trigger_registration(function_id) {
         let target = payload
             .get("function_id")
             .and_then(serde_json::Value::as_str);
         if let Some(target) = target {
+            if normalise(target) == CONFIGURATION_SET {
+                return Err(refuse(format!(
+                    "its target `{}` would change a configuration from a binding nothing checks (code-runner's rule)",
+                    bounded(target)
+                )));
+            }
             if let Some(rule) = denied_by(target) {
                 return Err(refuse(format!(
                     "its target `{}` matches {rule}, which guest code may not reach through a trigger either (a bus bridge rule)",
@@ -102,8 +129,12 @@ pub fn denied_by(function_id: &str) -> Option<&'static str> {
 }
 
 fn is_trigger_registration(function_id: &str) -> bool {
-    let id = function_id.trim().to_ascii_lowercase();
-    TRIGGER_REGISTRATIONS.contains(&id.as_str())
+    TRIGGER_REGISTRATIONS.contains(&normalise(function_id).as_str())
+}
+
+/// An id as the rules compare it: trimmed, ASCII lower case.
+fn normalise(id: &str) -> String {
+    id.trim().to_ascii_lowercase()
 }
 
 /// An id as quoted back in an error: at most 200 bytes of it.
@@ -193,6 +224,28 @@ mod tests {
             .is_ok()
         );
         assert!(check(register, &json!({"config": {}})).is_ok());
+    }
+
+    /// Guest code cannot replace code-runner's configuration, however the
+    /// id is spelled, nor bind a trigger to `configuration::set`; other
+    /// entries and reading stay open.
+    #[test]
+    fn own_configuration_cannot_be_set_by_guests() {
+        for (id, entry) in [
+            ("configuration::set", "code-runner"),
+            (" Configuration::SET ", " Code-Runner "),
+        ] {
+            let err = check(id, &json!({"id": entry, "value": {}})).unwrap_err();
+            assert!(err.reason.contains("own configuration"), "{err}");
+        }
+        let err = check(
+            "engine::register_trigger",
+            &json!({"trigger_type": "cron", "function_id": "configuration::set"}),
+        )
+        .unwrap_err();
+        assert!(err.reason.contains("configuration"), "{err}");
+        assert!(check("configuration::set", &json!({"id": "my-app", "value": {}})).is_ok());
+        assert!(check("configuration::get", &json!({"id": "code-runner"})).is_ok());
     }
 
     /// A huge id is quoted back bounded.

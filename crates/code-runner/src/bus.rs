@@ -242,9 +242,9 @@ impl Bus {
                 request_schema: None,
                 response_schema: None,
                 metadata: None,
-                error: Some(format!(
+                error: Some(code_runner_core::bound_message(format!(
                     "{FUNCTION_NOT_FOUND}: no function `{id}` on this bus"
-                )),
+                ))),
             },
         };
         FunctionsInfoResponse {
@@ -270,7 +270,7 @@ impl Bus {
 pub fn not_found(id: &str) -> CallError {
     CallError {
         code: FUNCTION_NOT_FOUND.into(),
-        message: format!("no function `{id}` on this bus"),
+        message: code_runner_core::bound_message(format!("no function `{id}` on this bus")),
     }
 }
 

@@ -90,6 +90,10 @@ pub(crate) async fn run(
             ))
             .into());
         }
+        // One turn at a time: the calls waiting for this runtime (its runs and
+        // its published functions alike) are bounded, so a client cannot queue
+        // turns, and the code they carry, without end.
+        let _place = inner.lineage.wait_for(kept.key)?;
         let _busy = kept.enter();
         let context = GuestContext::of(&inner, kept.key, kept.lang, None);
         let outcome = kept.runtime.run(turn(context)).await;

@@ -7,7 +7,9 @@
 //! beyond its own calls (nested `keep: true` runtimes, namespaces that guest
 //! code registered) is charged to the tree's root and bounded by
 //! [`nested_share`]; nested kept runtimes end with the runtime that started
-//! them (see `lifecycle::retire`).
+//! them (see `lifecycle::retire`). Namespace runtimes that guest code made
+//! outlive the run that made them, so a tree's share cannot bound them:
+//! all of them together are held to one more [`nested_share`].
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -57,14 +59,23 @@ struct Node {
     orphaned: bool,
     runtime: Option<Arc<dyn Runtime>>,
     calls: Arc<AtomicUsize>,
+    /// A namespace runtime that guest code made: it outlives its tree.
+    guest_namespace: bool,
 }
 
-/// A place in a runtime's call queue; dropping it frees the place.
-pub struct Waiting(Arc<AtomicUsize>);
+/// Calls waiting for kept or namespace runtimes, all runtimes together.
+/// Each one holds its caller's connection: without a total, 16 kept
+/// runtimes with 64 calls each held all 1024 HTTP connections, for as long
+/// as 64 turns take.
+pub const MAX_WAITING_CALLS_TOTAL: usize = 256;
+
+/// A place in a runtime's call queue (and in the total); dropping it frees both.
+pub struct Waiting(Arc<AtomicUsize>, Arc<AtomicUsize>);
 
 impl Drop for Waiting {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
+        self.1.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -73,6 +84,8 @@ impl Drop for Waiting {
 pub struct Lineage {
     next: AtomicU64,
     nodes: Mutex<HashMap<RuntimeKey, Node>>,
+    /// Calls waiting for any runtime, against [`MAX_WAITING_CALLS_TOTAL`].
+    waiting: Arc<AtomicUsize>,
 }
 
 impl Lineage {
@@ -101,6 +114,7 @@ impl Lineage {
                 orphaned: false,
                 runtime: None,
                 calls: Arc::default(),
+                guest_namespace: false,
             },
             Some(guest) => {
                 if !nodes.contains_key(&guest.runtime) {
@@ -134,6 +148,7 @@ impl Lineage {
                     orphaned: false,
                     runtime: None,
                     calls: Arc::default(),
+                    guest_namespace: false,
                 }
             }
         };
@@ -143,19 +158,41 @@ impl Lineage {
 
     /// Like [`Lineage::begin`] for a namespace runtime: its own root (it
     /// outlives whoever registered first), charged to the caller's root
-    /// when guest code made it.
+    /// when guest code made it. Namespace runtimes made by guest code
+    /// outlive their trees (and the idle sweep), so together they may hold
+    /// one [`nested_share`] of `max_runtimes`; without that, a run
+    /// registering its share of namespaces, repeated, took every slot.
     ///
     /// # Errors
-    /// As [`Lineage::begin`].
+    /// As [`Lineage::begin`]; `code-runner::capacity` when guest code's
+    /// namespace runtimes already hold their share.
     pub fn begin_namespace(
         &self,
         caller: &Caller,
         max_runtimes: usize,
     ) -> Result<RuntimeKey, RunnerError> {
         let key = self.begin(caller, Lasting::Yes, max_runtimes)?;
-        if let Some(node) = self.lock().get_mut(&key) {
+        let mut nodes = self.lock();
+        if caller.guest.is_some() {
+            let share = nested_share(max_runtimes);
+            let held = nodes.values().filter(|n| n.guest_namespace).count();
+            if held >= share {
+                nodes.remove(&key);
+                return Err(RunnerError::new(
+                    ErrorCode::Capacity,
+                    format!(
+                        "namespaces registered by guest code may hold at most {share} runtimes in all \
+                         (an eighth of max_runtimes {max_runtimes}), and they already do; they outlive \
+                         the runs that registered them: tear one down (code-runner::teardown {{namespace}}) \
+                         or register from a host call"
+                    ),
+                ));
+            }
+        }
+        if let Some(node) = nodes.get_mut(&key) {
             node.parent = None;
             node.root = key;
+            node.guest_namespace = caller.guest.is_some();
         }
         Ok(key)
     }
@@ -175,25 +212,39 @@ impl Lineage {
     /// A place among the calls waiting for the runtime `key`.
     ///
     /// # Errors
-    /// `code-runner::capacity` when [`MAX_WAITING_CALLS`] already wait;
+    /// `code-runner::capacity` when [`MAX_WAITING_CALLS`] already wait for
+    /// it, or [`MAX_WAITING_CALLS_TOTAL`] for all runtimes together;
     /// `None` inside when the runtime is gone.
     pub fn wait_for(&self, key: RuntimeKey) -> Result<Option<Waiting>, RunnerError> {
         let Some(calls) = self.lock().get(&key).map(|node| node.calls.clone()) else {
             return Ok(None);
         };
-        calls
+        self.waiting
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < MAX_WAITING_CALLS).then_some(n + 1)
+                (n < MAX_WAITING_CALLS_TOTAL).then_some(n + 1)
             })
             .map_err(|_| {
                 RunnerError::new(
                     ErrorCode::Capacity,
                     format!(
-                        "{MAX_WAITING_CALLS} calls already wait for this function's runtime, which runs one at a time; retry later"
+                        "{MAX_WAITING_CALLS_TOTAL} calls already wait for busy runtimes on this worker; retry later"
                     ),
                 )
             })?;
-        Ok(Some(Waiting(calls)))
+        calls
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < MAX_WAITING_CALLS).then_some(n + 1)
+            })
+            .map_err(|_| {
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
+                RunnerError::new(
+                    ErrorCode::Capacity,
+                    format!(
+                        "{MAX_WAITING_CALLS} calls already wait for this runtime (its runs and its published functions), which runs one turn at a time; retry later"
+                    ),
+                )
+            })?;
+        Ok(Some(Waiting(calls, self.waiting.clone())))
     }
 
     /// The root of `key`'s tree, while it lives.
@@ -317,6 +368,29 @@ mod tests {
         assert_eq!(lineage.root(ns), Some(ns));
     }
 
+    /// Namespace runtimes made by guest code are bounded all together, not
+    /// only per tree: a new tree cannot add more once they hold the share;
+    /// one torn down makes room; a host call is not bounded by it.
+    #[test]
+    fn guest_namespace_runtimes_are_bounded_across_trees() {
+        let lineage = Lineage::default();
+        let mut made = Vec::new();
+        for _ in 0..4 {
+            let root = lineage.begin(&Caller::host(), Lasting::No, 32).unwrap();
+            made.push(lineage.begin_namespace(&guest(&lineage, root), 32).unwrap());
+            lineage.end(root);
+        }
+        let root = lineage.begin(&Caller::host(), Lasting::No, 32).unwrap();
+        let err = lineage
+            .begin_namespace(&guest(&lineage, root), 32)
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::Capacity);
+        assert!(err.message.contains("at most 4"), "{}", err.message);
+        assert!(lineage.begin_namespace(&Caller::host(), 32).is_ok());
+        lineage.end(made[0]);
+        assert!(lineage.begin_namespace(&guest(&lineage, root), 32).is_ok());
+    }
+
     /// A runtime's call queue is bounded; a left place is free again; a
     /// gone runtime has no queue.
     #[test]
@@ -333,5 +407,30 @@ mod tests {
         assert!(lineage.wait_for(key).unwrap().is_some());
         lineage.end(key);
         assert!(lineage.wait_for(key).unwrap().is_none());
+    }
+
+    /// The calls waiting for all runtimes together are bounded too, so
+    /// many busy runtimes cannot hold every caller's connection; a refusal
+    /// by one runtime's line leaves the total as it was.
+    #[test]
+    fn waiting_calls_are_bounded_in_total() {
+        let lineage = Lineage::default();
+        let keys: Vec<RuntimeKey> = (0..8)
+            .map(|_| lineage.begin(&Caller::host(), Lasting::Yes, 32).unwrap())
+            .collect();
+        let mut places = Vec::new();
+        for key in &keys[..4] {
+            for _ in 0..MAX_WAITING_CALLS {
+                places.push(lineage.wait_for(*key).unwrap().unwrap());
+            }
+        }
+        assert_eq!(places.len(), MAX_WAITING_CALLS_TOTAL);
+        let err = lineage.wait_for(keys[5]).err().unwrap();
+        assert_eq!(err.code, ErrorCode::Capacity);
+        assert!(err.message.contains("busy runtimes"), "{}", err.message);
+        places.truncate(MAX_WAITING_CALLS_TOTAL - 1);
+        let err = lineage.wait_for(keys[0]).err().unwrap();
+        assert!(err.message.contains("this runtime"), "{}", err.message);
+        assert!(lineage.wait_for(keys[5]).unwrap().is_some());
     }
 }

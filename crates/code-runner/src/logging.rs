@@ -11,19 +11,40 @@ use tracing_subscriber::fmt::MakeWriter;
 /// other event that quotes something large.
 pub const MAX_LOG_LINE_BYTES: usize = 16 * 1024;
 
-/// Installs the subscriber: level from `CODE_RUNNER_LOG` (default `info`),
-/// ANSI colours only when stderr is a terminal and `NO_COLOR` is unset, so
-/// a log file or pipe holds plain text.
+/// Crates whose `trace` events quote whole messages off the wire (every
+/// WebSocket frame to and from the iii engine, answers with their
+/// `runtime_id` included): held at `debug` whatever `CODE_RUNNER_LOG` asks,
+/// since a runtime id is never logged in full.
+const WIRE_CRATES: [&str; 2] = ["tungstenite", "tokio_tungstenite"];
+
+/// Installs the subscriber: level from `CODE_RUNNER_LOG` (default `info`;
+/// the wire crates at most `debug`), ANSI colours only when stderr is a
+/// terminal and `NO_COLOR` is unset, so a log file or pipe holds plain text.
 pub fn init() {
-    let filter =
-        EnvFilter::try_from_env("CODE_RUNNER_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let colour = std::io::stderr().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
     tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(colour)
+        .with_env_filter(filter(std::env::var("CODE_RUNNER_LOG").ok().as_deref()))
+        .with_ansi(colour())
         .with_writer(BoundedStderr)
         .init();
+}
+
+/// The filter for a `CODE_RUNNER_LOG` value (`None`: `info`), with the
+/// wire crates capped at `debug`.
+fn filter(spec: Option<&str>) -> EnvFilter {
+    let mut filter = spec
+        .and_then(|spec| EnvFilter::try_new(spec).ok())
+        .unwrap_or_else(|| EnvFilter::new("info"));
+    for wire in WIRE_CRATES {
+        if let Ok(cap) = format!("{wire}=debug").parse() {
+            filter = filter.add_directive(cap);
+        }
+    }
+    filter
+}
+
+fn colour() -> bool {
+    std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty())
 }
 
 /// Makes one [`BoundedLine`] per event.

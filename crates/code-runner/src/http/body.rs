@@ -1,6 +1,13 @@
 //! Request bodies: read within a deadline and a shared byte budget, then
 //! parsed as JSON whose size and depth are checked before any tree is built.
 //!
+//! The budget is held for the bytes a body has delivered, as they arrive: a
+//! body that declares more than is free is refused before it is read (no
+//! upload races the 429), but a declaration alone holds nothing. Holding
+//! the declared (or, chunked, the whole 16 MiB) length up front let 16
+//! sockets that each sent a header and one byte refuse every other POST
+//! for as long as the body timeout, again and again.
+//!
 //! `serde_json::from_slice` into a `Value` costs ~100 bytes of host memory per
 //! JSON value (a 16 MiB `[0,0,…]` body: ~880 MB) before a handler could refuse
 //! it; [`parse_payload`] counts values in one pass over the bytes first.
@@ -8,7 +15,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{StatusCode, header};
 use code_runner_core::ErrorCode;
@@ -56,29 +62,88 @@ impl BodyGate {
         }
     }
 
-    /// Reserves room for a body of `declared` bytes (`None`: chunked, so the
-    /// whole limit) until the returned permit is dropped.
-    fn reserve(&self, declared: Option<usize>) -> Result<Option<OwnedSemaphorePermit>, Refusal> {
-        let Some((budget, max)) = &self.budget else {
-            return Ok(None);
+    /// Refuses, before it is read, a body declaring more bytes than the
+    /// budget has free.
+    fn check_fits(&self, declared: Option<usize>) -> Result<(), Refusal> {
+        let (Some((budget, max)), Some(declared)) = (&self.budget, declared) else {
+            return Ok(());
         };
-        let bytes = declared.unwrap_or(MAX_BODY_BYTES).max(1);
-        let permits = u32::try_from(bytes.div_ceil(PERMIT_BYTES)).unwrap_or(u32::MAX);
-        budget
-            .clone()
-            .try_acquire_many_owned(permits)
-            .map(Some)
-            .map_err(|_| {
-                Refusal::new(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    ErrorCode::Capacity.as_str(),
-                    format!(
-                        "the server is already receiving its limit of {} MiB of request bodies; retry shortly",
-                        max / (1024 * 1024)
-                    ),
-                )
-            })
+        if declared.div_ceil(PERMIT_BYTES) > budget.available_permits() {
+            return Err(full(*max));
+        }
+        Ok(())
     }
+
+    /// Holds budget for the `total` bytes a body has delivered so far, on top
+    /// of what `held` holds already.
+    fn hold(&self, held: &mut Held, total: usize) -> Result<(), Refusal> {
+        let Some((budget, max)) = &self.budget else {
+            return Ok(());
+        };
+        let needed = u32::try_from(total.div_ceil(PERMIT_BYTES)).unwrap_or(u32::MAX);
+        let more = needed.saturating_sub(held.permits);
+        if more == 0 {
+            return Ok(());
+        }
+        let permit = budget
+            .clone()
+            .try_acquire_many_owned(more)
+            .map_err(|_| full(*max))?;
+        match &mut held.permit {
+            Some(existing) => existing.merge(permit),
+            None => held.permit = Some(permit),
+        }
+        held.permits = needed;
+        Ok(())
+    }
+}
+
+/// Budget held by one body being read; released when dropped.
+#[derive(Default)]
+struct Held {
+    permit: Option<OwnedSemaphorePermit>,
+    permits: u32,
+}
+
+/// The refusal when the bodies being received fill the budget.
+fn full(max: usize) -> Refusal {
+    Refusal::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::Capacity.as_str(),
+        format!(
+            "the server is already receiving its limit of {} MiB of request bodies; retry shortly",
+            max / (1024 * 1024)
+        ),
+    )
+}
+
+/// Reads `body` to its end, holding budget for its bytes as they arrive,
+/// within [`MAX_BODY_BYTES`].
+async fn read_body(
+    gate: &BodyGate,
+    mut body: axum::body::Body,
+) -> Result<(Vec<u8>, Held), Refusal> {
+    use http_body::Body as _;
+    let mut held = Held::default();
+    let mut bytes = Vec::new();
+    while let Some(frame) =
+        std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+    {
+        let frame = frame
+            .map_err(|err| Refusal::invalid(format!("cannot read the request body: {err}")))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if bytes.len() + data.len() > MAX_BODY_BYTES {
+            return Err(Refusal::invalid(format!(
+                "the request body is over the {} MiB limit",
+                MAX_BODY_BYTES / (1024 * 1024)
+            )));
+        }
+        bytes.extend_from_slice(&data);
+        gate.hold(&mut held, bytes.len())?;
+    }
+    Ok((bytes, held))
 }
 
 impl Default for BodyGate {
@@ -99,7 +164,7 @@ pub struct JsonBody(pub Value);
 impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = Refusal;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
         let gate = req
             .extensions()
             .get::<BodyGate>()
@@ -115,8 +180,8 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
                 MAX_BODY_BYTES / (1024 * 1024)
             )));
         }
-        let _reserved = gate.reserve(declared)?;
-        let bytes = tokio::time::timeout(gate.timeout, Bytes::from_request(req, state))
+        gate.check_fits(declared)?;
+        let (bytes, _held) = tokio::time::timeout(gate.timeout, read_body(&gate, req.into_body()))
             .await
             .map_err(|_| {
                 Refusal::new(
@@ -127,10 +192,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
                         gate.timeout.as_secs_f64()
                     ),
                 )
-            })?
-            .map_err(|err| {
-                Refusal::invalid(format!("cannot read the request body: {}", err.body_text()))
-            })?;
+            })??;
         parse_payload(&bytes)
             .map(JsonBody)
             .map_err(Refusal::invalid)

@@ -60,9 +60,9 @@ pub struct HttpOptions {
     /// are in (default 30 s); past it the answer is 408 and the connection closes.
     pub body_read_timeout: Duration,
     /// Request-body bytes buffered at once across all connections (default
-    /// 256 MiB); a body that does not fit is refused with 429
-    /// `code-runner::capacity`. A body without `Content-Length` reserves the
-    /// whole 16 MiB limit.
+    /// 256 MiB), held as they arrive; a body whose bytes do not fit, or
+    /// whose `Content-Length` is more than is free, is refused with 429
+    /// `code-runner::capacity`.
     pub max_buffered_body_bytes: usize,
     /// Origins besides the server's own allowed to call from a browser
     /// (`--allow-origin`, e.g. `http://localhost:5173`); they get CORS answers.

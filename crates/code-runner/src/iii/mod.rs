@@ -356,7 +356,11 @@ async fn claim_shared(link: &Arc<EngineLink>, inner: &Arc<Inner>) {
 fn from_sdk(function_id: &str, timeout: Duration, err: iii_sdk::Error) -> CallError {
     use code_runner_core::ErrorCode;
     match err {
-        iii_sdk::Error::Remote { code, message, .. } => CallError { code, message },
+        // Another worker's text: bounded like ours (a code is an identifier).
+        iii_sdk::Error::Remote { code, message, .. } => CallError {
+            code: code.chars().take(128).collect(),
+            message: code_runner_core::bound_message(message),
+        },
         iii_sdk::Error::Timeout => CallError {
             code: ErrorCode::Timeout.as_str().into(),
             message: format!(

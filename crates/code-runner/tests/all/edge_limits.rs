@@ -225,8 +225,9 @@ async fn post_expecting_continue(server: &Server, body: &[u8]) -> (u16, String) 
 }
 
 /// 100 unfinished 15 MiB bodies held 1.4 GB. Bodies being received share a
-/// byte budget: past it a body is refused with 429 before it is read, small
-/// requests still fit, and the budget comes back when the stragglers time out.
+/// byte budget for the bytes they have delivered: a body declaring more than
+/// is free is refused with 429 before it is read, small requests still fit,
+/// and the budget comes back when the stragglers time out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unfinished_bodies_are_held_to_the_body_budget() {
     const MIB: usize = 1024 * 1024;
@@ -245,9 +246,10 @@ async fn unfinished_bodies_are_held_to_the_body_budget() {
             16 * MIB
         );
         stream.write_all(head.as_bytes()).await.unwrap();
+        stream.write_all(&vec![b'#'; 15 * MIB]).await.unwrap();
         stragglers.push(stream);
     }
-    // The stragglers hold 32 MiB of the 40 once the server has their headers;
+    // The stragglers hold 30 MiB of the 40 once the server has their bytes;
     // a 10 MiB body no longer fits, a small one does. (It lacks `lang`, so
     // once read it is refused cheaply, without booting an interpreter.)
     let big = format!(r#"{{"code": "{}"}}"#, "#".repeat(10 * MIB));
@@ -272,6 +274,40 @@ async fn unfinished_bodies_are_held_to_the_body_budget() {
     }
     let answer = server.post_raw(RUN, big.into_bytes()).await;
     answer.assert_error(INVALID_REQUEST, "lang is required");
+}
+
+/// A declared length holds nothing until its bytes arrive: sockets that send
+/// headers (chunked, or a 16 MiB `Content-Length`) and a byte, then stall,
+/// no longer refuse everyone else's requests. Before, 16 such sockets held
+/// the whole 256 MiB budget for the 30 s body timeout, over and over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_bodies_hold_no_budget_for_bytes_never_sent() {
+    let server = Server::with_http("", HttpOptions::default()).await;
+    let mut stalled = Vec::new();
+    for i in 0..40 {
+        let mut stream = TcpStream::connect(server.addr()).await.unwrap();
+        let length = if i % 2 == 0 {
+            "Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n".to_string()
+        } else {
+            format!("Content-Length: {}\r\n\r\n{{", 16_000_000)
+        };
+        let head = format!(
+            "POST /v1/call/{RUN} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n{length}",
+            server.addr()
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stalled.push(stream);
+    }
+    // The stalls land within moments; callers keep being served meanwhile
+    // and after (before the change, every one of these was a 429).
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let answer = server
+            .post_raw(RUN, br#"{"lang": "python", "code": "result = 1"}"#.to_vec())
+            .await;
+        assert_eq!(answer.ok()["result"], 1);
+    }
+    drop(stalled);
 }
 
 /// A 16 MiB `{…, "bogus": [0,0,…]}` body cost 883 MB to parse before its

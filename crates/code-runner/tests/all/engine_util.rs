@@ -199,6 +199,16 @@ impl WorkerProc {
 
     /// As [`WorkerProc::start`], with `yaml` seeding the configuration.
     pub fn with_config(engine: &EngineProc, name: &str, yaml: &str) -> WorkerProc {
+        WorkerProc::with_log_filter(engine, name, yaml, "info,code_runner=debug")
+    }
+
+    /// As [`WorkerProc::with_config`], logging with `CODE_RUNNER_LOG=filter`.
+    pub fn with_log_filter(
+        engine: &EngineProc,
+        name: &str,
+        yaml: &str,
+        filter: &str,
+    ) -> WorkerProc {
         let data_dir = tempfile::Builder::new()
             .prefix("code-runner-worker-")
             .tempdir()
@@ -212,7 +222,7 @@ impl WorkerProc {
             .arg("--config")
             .arg(&config)
             .args(["--engine", &engine.url(), "--worker-name", name])
-            .env("CODE_RUNNER_LOG", "info,code_runner=debug")
+            .env("CODE_RUNNER_LOG", filter)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()

@@ -5,6 +5,7 @@
 //! real `code-runner` binary where a regression could kill the process).
 //! Needs the python snapshot in its cache: `scripts/fetch-python-wasm`.
 
+mod attacks;
 mod bad_input;
 mod bridge;
 mod capacity;

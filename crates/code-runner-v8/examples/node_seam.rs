@@ -1,7 +1,7 @@
-//! The code-runtime seam over the python engine: a binding, a typed rejection
-//! and a timeout, asserted.
+//! The code-runtime seam over the node engine: a binding, a typed rejection,
+//! a program's result and a timeout, asserted.
 //!
-//! Run: `cargo run --release -p code-runner-python --example seam`
+//! Run: `cargo run --release -p code-runner-v8 --example node_seam`
 
 #![allow(clippy::print_stdout, reason = "an example reports to its user")]
 
@@ -14,7 +14,7 @@ use serde_json::json;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let engine = code_runner_python::PythonEngine::from_default_location()?;
+    let engine = code_runner_v8::V8Engine::new()?;
     let runtime = CodeRuntime::new(Arc::new(engine), CodeRuntimeOptions::default());
     let tools = BindingNamespace::new("tools")
         .function("add", |args, _call| async move {
@@ -26,7 +26,7 @@ async fn main() -> anyhow::Result<()> {
         .error_class("ToolError", "tool");
 
     let spec = runtime.resolve(CodeRunRequest {
-        program: "try:\n    tools.deny()\nexcept ToolError as e:\n    print(e.tool)\nresult = tools.add({'a': 41})"
+        program: "try { await tools.deny() } catch (e) { console.log(e.tool) }\nreturn tools.add({ a: 41 })"
             .into(),
         bindings: vec![tools],
         ..Default::default()
@@ -36,13 +36,13 @@ async fn main() -> anyhow::Result<()> {
     assert_eq!(result.logs, vec!["deny"]);
 
     let spec = runtime.resolve(CodeRunRequest {
-        program: "while True: pass".into(),
+        program: "while (true) {}".into(),
         timeout_ms: Some(100),
         ..Default::default()
     })?;
     let result = runtime.run(spec).await;
     assert_eq!(result.error.map(|e| e.kind), Some(FailureKind::Timeout));
     runtime.dispose().await;
-    println!("seam example: ok");
+    println!("node seam example: ok");
     Ok(())
 }

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::{GuestContext, binding_error};
 use crate::bridge;
-use crate::bus::{Caller, GuestCaller};
+use crate::bus::{CallError, Caller, GuestCaller};
 use crate::functions::{RUN, parse};
 use crate::iii::Delivery;
 use crate::worker::Inner;
@@ -94,31 +94,20 @@ pub(super) async fn trigger(
     }
     let function_id = request.function_id;
     match request.action {
-        None => {
-            let call = async {
-                match inner.engine_for(&function_id) {
-                    Some(link) => {
-                        link.trigger(&function_id, payload, budget, Delivery::Call)
-                            .await
-                    }
-                    None => inner.bus.call_as(&function_id, payload, caller).await,
-                }
-            };
-            match tokio::time::timeout(budget, call).await {
-                Ok(Ok(value)) => Ok(value),
-                Ok(Err(err)) => Err(BindingError {
-                    code: Some(err.code),
-                    message: err.message,
-                }),
-                Err(_) => Err(BindingError {
-                    code: Some(ErrorCode::Timeout.as_str().into()),
-                    message: format!(
-                        "iii.trigger({function_id}) got no answer within {} ms",
-                        budget.as_millis()
-                    ),
-                }),
-            }
-        }
+        None => match route(&inner, &function_id, payload, caller, budget).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(err)) => Err(BindingError {
+                code: Some(err.code),
+                message: err.message,
+            }),
+            Err(_) => Err(BindingError {
+                code: Some(ErrorCode::Timeout.as_str().into()),
+                message: format!(
+                    "iii.trigger({function_id}) got no answer within {} ms",
+                    budget.as_millis()
+                ),
+            }),
+        },
         Some(TriggerAction::Void) => {
             // Answered at once; the call runs on within the turn's budget,
             // and at most MAX_FIRE_AND_FORGET of a turn's at a time, whether
@@ -138,16 +127,7 @@ pub(super) async fn trigger(
                 )));
             }
             tokio::spawn(async move {
-                let call = async {
-                    match inner.engine_for(&function_id) {
-                        Some(link) => {
-                            link.trigger(&function_id, payload, budget, Delivery::Call)
-                                .await
-                        }
-                        None => inner.bus.call_as(&function_id, payload, caller).await,
-                    }
-                };
-                if let Ok(Err(err)) = tokio::time::timeout(budget, call).await {
+                if let Ok(Err(err)) = route(&inner, &function_id, payload, caller, budget).await {
                     tracing::debug!(function = %function_id, code = %err.code, "a fire-and-forget call failed");
                 }
                 in_flight.fetch_sub(1, Ordering::SeqCst);
@@ -161,4 +141,25 @@ pub(super) async fn trigger(
             ))))
         }
     }
+}
+
+/// Calls `function_id` as `caller`, waiting at most `budget`: on this
+/// worker's bus when it holds the id, else through the engine (when linked).
+async fn route(
+    inner: &Inner,
+    function_id: &str,
+    payload: Value,
+    caller: Caller,
+    budget: Duration,
+) -> Result<Result<Value, CallError>, tokio::time::error::Elapsed> {
+    let call = async {
+        match inner.engine_for(function_id) {
+            Some(link) => {
+                link.trigger(function_id, payload, budget, Delivery::Call)
+                    .await
+            }
+            None => inner.bus.call_as(function_id, payload, caller).await,
+        }
+    };
+    tokio::time::timeout(budget, call).await
 }

@@ -26,6 +26,21 @@ fn id(text: &str) -> FunctionId {
     FunctionId::parse(text).unwrap()
 }
 
+/// Publishes `id` for `owner`, with a function that echoes, in the owner's
+/// language (a namespace runtime's own; node for a runtime's registrar).
+fn publish(
+    catalog: &Published,
+    bus: &Bus,
+    id: &FunctionId,
+    owner: Owner,
+) -> Result<(), RunnerError> {
+    let lang = match &owner {
+        Owner::Namespace { lang, .. } => *lang,
+        Owner::Runtime(_) => Lang::Node,
+    };
+    catalog.publish(id, owner, lang, function(), bus)
+}
+
 /// One registry across languages: an id held in python cannot be
 /// published in node (the error names python), and the python owner
 /// may replace its own.
@@ -33,24 +48,8 @@ fn id(text: &str) -> FunctionId {
 fn an_id_exists_in_one_language_only() {
     let (catalog, bus) = (Published::default(), Bus::default());
     let greet = id("my-app::greet");
-    catalog
-        .publish(
-            &greet,
-            ns("my-app", Lang::Python),
-            Lang::Python,
-            function(),
-            &bus,
-        )
-        .unwrap();
-    let err = catalog
-        .publish(
-            &greet,
-            ns("my-app", Lang::Node),
-            Lang::Node,
-            function(),
-            &bus,
-        )
-        .unwrap_err();
+    publish(&catalog, &bus, &greet, ns("my-app", Lang::Python)).unwrap();
+    let err = publish(&catalog, &bus, &greet, ns("my-app", Lang::Node)).unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidRequest);
     assert!(
         err.message.contains("already registered in python"),
@@ -63,24 +62,14 @@ fn an_id_exists_in_one_language_only() {
             .is_err()
     );
     // Both languages may share the namespace with different ids.
-    catalog
-        .publish(
-            &id("my-app::shout"),
-            ns("my-app", Lang::Node),
-            Lang::Node,
-            function(),
-            &bus,
-        )
-        .unwrap();
-    catalog
-        .publish(
-            &greet,
-            ns("my-app", Lang::Python),
-            Lang::Python,
-            function(),
-            &bus,
-        )
-        .unwrap();
+    publish(
+        &catalog,
+        &bus,
+        &id("my-app::shout"),
+        ns("my-app", Lang::Node),
+    )
+    .unwrap();
+    publish(&catalog, &bus, &greet, ns("my-app", Lang::Python)).unwrap();
     assert_eq!(
         catalog.owner_of("my-app::greet"),
         Some(ns("my-app", Lang::Python))
@@ -90,15 +79,7 @@ fn an_id_exists_in_one_language_only() {
     assert!(!bus.contains("my-app::greet"));
     assert!(bus.contains("my-app::shout"));
     // Once python let go, node may take the id.
-    catalog
-        .publish(
-            &greet,
-            ns("my-app", Lang::Node),
-            Lang::Node,
-            function(),
-            &bus,
-        )
-        .unwrap();
+    publish(&catalog, &bus, &greet, ns("my-app", Lang::Node)).unwrap();
 }
 
 /// A runtime registering from guest code holds the whole namespace: no
@@ -114,63 +95,15 @@ fn namespace_claims_are_exclusive() {
         lineage.begin(&host, lasting, 32).unwrap(),
         lineage.begin(&host, lasting, 32).unwrap(),
     );
-    catalog
-        .publish(
-            &id("tools::x"),
-            Owner::Runtime(a),
-            Lang::Node,
-            function(),
-            &bus,
-        )
-        .unwrap();
-    catalog
-        .publish(
-            &id("tools::y"),
-            Owner::Runtime(a),
-            Lang::Node,
-            function(),
-            &bus,
-        )
-        .unwrap();
+    publish(&catalog, &bus, &id("tools::x"), Owner::Runtime(a)).unwrap();
+    publish(&catalog, &bus, &id("tools::y"), Owner::Runtime(a)).unwrap();
     assert_eq!(catalog.runtime_holder("tools"), Some(a));
-    let err = catalog
-        .publish(
-            &id("tools::z"),
-            Owner::Runtime(b),
-            Lang::Node,
-            function(),
-            &bus,
-        )
-        .unwrap_err();
+    let err = publish(&catalog, &bus, &id("tools::z"), Owner::Runtime(b)).unwrap_err();
     assert!(err.message.contains("another runtime"), "{}", err.message);
-    let err = catalog
-        .publish(
-            &id("tools::z"),
-            ns("tools", Lang::Python),
-            Lang::Python,
-            function(),
-            &bus,
-        )
-        .unwrap_err();
+    let err = publish(&catalog, &bus, &id("tools::z"), ns("tools", Lang::Python)).unwrap_err();
     assert!(err.message.contains("held by a runtime"), "{}", err.message);
-    catalog
-        .publish(
-            &id("app::x"),
-            ns("app", Lang::Python),
-            Lang::Python,
-            function(),
-            &bus,
-        )
-        .unwrap();
-    let err = catalog
-        .publish(
-            &id("app::y"),
-            Owner::Runtime(b),
-            Lang::Node,
-            function(),
-            &bus,
-        )
-        .unwrap_err();
+    publish(&catalog, &bus, &id("app::x"), ns("app", Lang::Python)).unwrap();
+    let err = publish(&catalog, &bus, &id("app::y"), Owner::Runtime(b)).unwrap_err();
     assert!(
         err.message
             .contains("belongs to code-runner::register_function"),
@@ -182,15 +115,7 @@ fn namespace_claims_are_exclusive() {
         vec!["tools::x".to_string(), "tools::y".to_string()]
     );
     assert_eq!(catalog.runtime_holder("tools"), None);
-    catalog
-        .publish(
-            &id("tools::z"),
-            Owner::Runtime(b),
-            Lang::Node,
-            function(),
-            &bus,
-        )
-        .unwrap();
+    publish(&catalog, &bus, &id("tools::z"), Owner::Runtime(b)).unwrap();
 }
 
 /// A runtime publishes a bounded number of functions; replacing one it
@@ -200,28 +125,10 @@ fn a_runtime_publishes_a_bounded_number() {
     let (catalog, bus) = (Published::default(), Bus::default());
     let owner = ns("many", Lang::Python);
     for i in 0..MAX_FUNCTIONS_PER_RUNTIME {
-        catalog
-            .publish(
-                &id(&format!("many::f{i}")),
-                owner.clone(),
-                Lang::Python,
-                function(),
-                &bus,
-            )
-            .unwrap();
+        publish(&catalog, &bus, &id(&format!("many::f{i}")), owner.clone()).unwrap();
     }
-    catalog
-        .publish(
-            &id("many::f0"),
-            owner.clone(),
-            Lang::Python,
-            function(),
-            &bus,
-        )
-        .unwrap();
-    let err = catalog
-        .publish(&id("many::extra"), owner, Lang::Python, function(), &bus)
-        .unwrap_err();
+    publish(&catalog, &bus, &id("many::f0"), owner.clone()).unwrap();
+    let err = publish(&catalog, &bus, &id("many::extra"), owner).unwrap_err();
     assert!(err.message.contains("at most 64"), "{}", err.message);
 }
 
@@ -230,14 +137,6 @@ fn a_runtime_publishes_a_bounded_number() {
 fn foreign_ids_are_not_taken_over() {
     let (catalog, bus) = (Published::default(), Bus::default());
     bus.register("other::f", function());
-    let err = catalog
-        .publish(
-            &id("other::f"),
-            ns("other", Lang::Python),
-            Lang::Python,
-            function(),
-            &bus,
-        )
-        .unwrap_err();
+    let err = publish(&catalog, &bus, &id("other::f"), ns("other", Lang::Python)).unwrap_err();
     assert!(err.message.contains("did not publish"), "{}", err.message);
 }

@@ -26,15 +26,14 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
+use clap::Parser;
+use code_runner::{Worker, WorkerOptions};
 use code_runner_core::Config;
 use serde::Serialize;
 
 use collect::measure_lang;
 use measure::Driver;
 use profiles::{Profile, profiles};
-
-use clap::Parser;
-use code_runner::{Worker, WorkerOptions};
 
 /// A figure, or why there is none (shown verbatim in the table).
 pub type Outcome<T> = Result<T, String>;

@@ -46,6 +46,7 @@ mod host;
 mod module;
 mod output;
 mod protocol;
+mod runtime;
 mod session;
 pub mod work_quota;
 
@@ -54,11 +55,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use code_runner_core::{
-    BoxFuture, Engine, Fault, Lang, RunnerError, Runtime, RuntimeOptions, TurnEnding, TurnOutcome,
-    TurnSpec,
-    caps::{Stream, StreamBuffer},
-};
+use code_runner_core::{BoxFuture, Engine, Lang, RunnerError, Runtime, RuntimeOptions};
 use wasmtime::component::InstancePre;
 
 pub use module::{
@@ -68,14 +65,13 @@ pub use module::{
 pub use protocol::MAX_DEPTH;
 
 use host::Host;
-use session::{Boot, Command, Link};
 
 /// How often the epoch ticks: the resolution of timeouts and aborts.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
 
 /// Native stack for a runtime thread; above `MAX_WASM_STACK` so that a deep
 /// guest recursion traps instead of overflowing the host stack.
-const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
 /// Wasm stack ceiling: deep enough for CPython's default recursion limit.
 const MAX_WASM_STACK: usize = 8 * 1024 * 1024;
 /// Largest table a guest may grow to.
@@ -247,65 +243,6 @@ impl PythonEngine {
             }),
         })
     }
-
-    /// Starts a runtime on its own thread and waits until its instance is ready.
-    async fn boot(&self, options: RuntimeOptions) -> Result<Arc<dyn Runtime>, RunnerError> {
-        if options.memory_mb > self.shared.limits.max_memory_mb {
-            return Err(RunnerError::new(
-                code_runner_core::ErrorCode::ResourceExhausted,
-                format!(
-                    "memory_mb {} is above this engine's {} MiB",
-                    options.memory_mb, self.shared.limits.max_memory_mb
-                ),
-            ));
-        }
-        code_runner_core::create_private_dir(&options.work_dir).map_err(|err| {
-            RunnerError::engine(format!(
-                "cannot create {}: {err}",
-                options.work_dir.display()
-            ))
-        })?;
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| RunnerError::engine("the python engine needs a tokio runtime"))?;
-        let slot = self.shared.claim()?;
-        let link = Arc::new(Link::default());
-        let (commands, receiver) = std::sync::mpsc::channel();
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let (exited_tx, exited_rx) = tokio::sync::oneshot::channel::<()>();
-        let boot = Boot {
-            shared: self.shared.clone(),
-            options,
-            link: link.clone(),
-            runtime,
-            slot,
-        };
-        std::thread::Builder::new()
-            .name("code-runner-python".into())
-            .stack_size(THREAD_STACK_BYTES)
-            .spawn(move || {
-                session::thread_main(boot, receiver, ready_tx);
-                let _ = exited_tx.send(());
-            })
-            .map_err(|err| RunnerError::engine(format!("cannot start a runtime thread: {err}")))?;
-        let runtime = PythonRuntime {
-            commands: Mutex::new(Some(commands)),
-            link,
-            turn_lock: tokio::sync::Mutex::new(()),
-            exited: tokio::sync::Mutex::new(Some(exited_rx)),
-        };
-        match ready_rx.await {
-            Ok(Ok(())) => Ok(Arc::new(runtime)),
-            Ok(Err(message)) => {
-                runtime.close().await;
-                Err(RunnerError::engine(format!(
-                    "python failed to start: {message}"
-                )))
-            }
-            Err(_) => Err(RunnerError::engine(
-                "python runtime thread ended during start-up",
-            )),
-        }
-    }
 }
 
 impl Engine for PythonEngine {
@@ -318,77 +255,6 @@ impl Engine for PythonEngine {
         options: RuntimeOptions,
     ) -> BoxFuture<'_, Result<Arc<dyn Runtime>, RunnerError>> {
         Box::pin(self.boot(options))
-    }
-}
-
-/// A live python runtime: a handle to its thread.
-struct PythonRuntime {
-    commands: Mutex<Option<std::sync::mpsc::Sender<Command>>>,
-    link: Arc<Link>,
-    turn_lock: tokio::sync::Mutex<()>,
-    exited: tokio::sync::Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
-}
-
-impl PythonRuntime {
-    async fn turn(&self, spec: TurnSpec) -> TurnOutcome {
-        let _serial = self.turn_lock.lock().await;
-        let cap = spec.max_stream_bytes;
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let sent = {
-            let commands = self.commands.lock().unwrap_or_else(|p| p.into_inner());
-            commands
-                .as_ref()
-                .is_some_and(|tx| tx.send(Command::Turn(spec, reply)).is_ok())
-        };
-        let fault = if !sent {
-            Fault::Aborted
-        } else {
-            match answer.await {
-                Ok(outcome) => return outcome,
-                Err(_) => Fault::Crashed("the runtime thread ended mid-turn".into()),
-            }
-        };
-        TurnOutcome {
-            stdout: StreamBuffer::new(Stream::Stdout, cap),
-            stderr: StreamBuffer::new(Stream::Stderr, cap),
-            ending: TurnEnding::Faulted(fault),
-            denied: false,
-        }
-    }
-
-    async fn shutdown(&self) {
-        self.link
-            .closing
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        self.commands
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(exited) = self.exited.lock().await.take() {
-            let _ = exited.await;
-        }
-    }
-}
-
-impl Runtime for PythonRuntime {
-    fn lang(&self) -> Lang {
-        Lang::Python
-    }
-
-    fn run(&self, turn: TurnSpec) -> BoxFuture<'_, TurnOutcome> {
-        Box::pin(self.turn(turn))
-    }
-
-    fn close(&self) -> BoxFuture<'_, ()> {
-        Box::pin(self.shutdown())
-    }
-}
-
-impl Drop for PythonRuntime {
-    fn drop(&mut self) {
-        self.link
-            .closing
-            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

@@ -83,8 +83,6 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
-    /// Measure latency, throughput, boot cost, memory and compute speed on this machine.
-    Bench(crate::bench::BenchArgs),
 }
 
 /// Parses the command line and runs it.
@@ -145,7 +143,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             writeln!(out, "{}", serde_json::to_string_pretty(&text)?)?;
             Ok(code)
         }
-        Command::Bench(args) => crate::bench::run(args).await,
     }
 }
 

@@ -8,7 +8,7 @@
 //! - [`configuration`]: `configuration::get`/`set` and `code-runner::on-config-change`
 //!   over the live settings (the store, the file watch, the reload tiers);
 //!   [`guidance`]: the `code-runner::inject-guidance` hook.
-//! - [`http`]: the HTTP API and its edge rules; [`cli`]: `serve`, `call` and `bench` ([`bench`]);
+//! - [`http`]: the HTTP API and its edge rules; [`cli`]: `serve` and `call`;
 //!   [`logging`]: the process log; [`iii`]: the iii engine link.
 //! - [`ui`]: the console cards (`code-runner::ui-content`) and the playground at `GET /`.
 //!
@@ -29,7 +29,6 @@
 
 #![deny(missing_docs)]
 
-pub mod bench;
 pub mod bridge;
 pub mod bus;
 pub mod cli;

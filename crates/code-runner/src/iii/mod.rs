@@ -8,15 +8,19 @@
 //! [`EngineLink::trigger`], and reaches any worker's function. The SDK
 //! reconnects by itself and replays functions and triggers; what it does not
 //! replay (calls made with `trigger`, such as the configuration entry) runs
-//! again on every return to `Connected` ([`EngineLink::watch`]).
+//! again on every return to `Connected` ([`watch`]). How a worker joins is
+//! [`EngineOptions`].
 
 mod config;
 mod mirror;
+mod options;
 mod routing;
+mod watch;
 
+pub use options::EngineOptions;
 pub use routing::{minted_by, scoped_id};
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use iii_sdk::protocol::{RegisterTriggerInput, TriggerRequest};
@@ -26,75 +30,6 @@ use serde_json::Value;
 
 use crate::bus::CallError;
 use crate::worker::Inner;
-
-/// How often the link looks at the connection state (the SDK has no callback).
-const STATE_POLL: Duration = Duration::from_millis(200);
-
-/// How often a worker checks that the shared ids still have an owner.
-const CLAIM_EVERY: Duration = Duration::from_secs(3);
-
-/// How a worker joins an engine.
-#[derive(Debug, Clone)]
-pub struct EngineOptions {
-    /// The engine's WebSocket address, e.g. `ws://127.0.0.1:49134`.
-    pub url: String,
-    /// This worker's name on the engine: unique per engine namespace (a
-    /// second live worker with the same name is refused by the engine).
-    pub worker_name: String,
-}
-
-impl EngineOptions {
-    /// The default worker name: `<host>-<pid>`, unique per process.
-    pub fn default_worker_name() -> String {
-        let host: String = std::env::var("HOSTNAME")
-            .ok()
-            .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-            .unwrap_or_default()
-            .trim()
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .take(40)
-            .collect();
-        let host = if host.is_empty() {
-            "host".to_string()
-        } else {
-            host
-        };
-        format!("{host}-{}", std::process::id())
-    }
-
-    /// Checks the worker name: 1 to 64 of `[A-Za-z0-9_-]`, since it becomes
-    /// part of function ids (`code-runner@<name>::run`) and runtime ids.
-    ///
-    /// # Errors
-    /// `code-runner::invalid_request` naming the rule.
-    pub fn validate(&self) -> Result<(), code_runner_core::RunnerError> {
-        let name = &self.worker_name;
-        let ok = !name.is_empty()
-            && name.len() <= 64
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if !ok {
-            return Err(code_runner_core::RunnerError::invalid(format!(
-                "worker name {name:?} must be 1 to 64 of [A-Za-z0-9_-]"
-            )));
-        }
-        if !self.url.starts_with("ws://") && !self.url.starts_with("wss://") {
-            return Err(code_runner_core::RunnerError::invalid(format!(
-                "engine address {:?} must be a ws:// or wss:// URL",
-                self.url
-            )));
-        }
-        Ok(())
-    }
-}
 
 /// A live connection to an engine; cheap to share.
 pub struct EngineLink {
@@ -147,7 +82,7 @@ impl EngineLink {
             crate::settings::ConfigFile::in_data_dir(inner.data_dir()),
         )));
         link.bind(&bindings());
-        watch(&link, inner);
+        watch::watch(&link, inner);
         link
     }
 
@@ -260,97 +195,6 @@ fn bindings() -> Vec<RegisterTriggerInput> {
 pub const PRE_GENERATE: &str = "harness::hook::pre-generate";
 /// The guidance hook function.
 pub const INJECT_GUIDANCE: &str = "code-runner::inject-guidance";
-
-/// Follows the bus and the connection until the worker or the link is
-/// gone: three loops, so a slow call in one never hides an event from another.
-fn watch(link: &Arc<EngineLink>, inner: &Arc<Inner>) {
-    tokio::spawn(follow_bus(Arc::downgrade(link), Arc::downgrade(inner)));
-    tokio::spawn(follow_connection(
-        Arc::downgrade(link),
-        Arc::downgrade(inner),
-    ));
-    tokio::spawn(keep_claims(Arc::downgrade(link), Arc::downgrade(inner)));
-}
-
-/// Mirrors every bus change onto the engine.
-async fn follow_bus(link: Weak<EngineLink>, inner: Weak<Inner>) {
-    let Some(mut changes) = inner.upgrade().map(|inner| inner.bus.subscribe()) else {
-        return;
-    };
-    while changes.changed().await.is_ok() {
-        let (Some(link), Some(inner)) = (link.upgrade(), inner.upgrade()) else {
-            return;
-        };
-        link.mirror.sync(&link.client, &inner);
-    }
-}
-
-/// Logs the connection's comings and goings, and registers the
-/// configuration entry again on every return (the SDK does not replay it).
-async fn follow_connection(link: Weak<EngineLink>, inner: Weak<Inner>) {
-    let mut was_connected = false;
-    loop {
-        tokio::time::sleep(STATE_POLL).await;
-        let Some(link) = link.upgrade() else { return };
-        let connected = link.connected();
-        if connected && !was_connected {
-            tracing::info!(worker = %link.worker_name, "connected to the iii engine");
-            let Some(inner) = inner.upgrade() else { return };
-            let link = link.clone();
-            tokio::spawn(async move { config::ensure_entry(&link, &inner).await });
-        } else if !connected && was_connected {
-            tracing::warn!(worker = %link.worker_name, state = link.state(), "lost the iii engine; reconnecting");
-        }
-        was_connected = connected;
-    }
-}
-
-/// While connected: claims shared ids left without an owner, and checks
-/// now and then that the configuration entry still has its schema (an
-/// engine restart faster than [`STATE_POLL`] would otherwise go unseen).
-async fn keep_claims(link: Weak<EngineLink>, inner: Weak<Inner>) {
-    let mut rounds = 0u32;
-    loop {
-        tokio::time::sleep(CLAIM_EVERY).await;
-        let (Some(link), Some(inner)) = (link.upgrade(), inner.upgrade()) else {
-            return;
-        };
-        if !link.connected() {
-            continue;
-        }
-        claim_shared(&link, &inner).await;
-        rounds = rounds.wrapping_add(1);
-        if rounds.is_multiple_of(10) && !config::entry_has_schema(&link).await {
-            config::ensure_entry(&link, &inner).await;
-        }
-    }
-}
-
-/// Registers the shared ids again where the engine shows no owner: the
-/// front that held them left, and the engine does not hand them on.
-async fn claim_shared(link: &Arc<EngineLink>, inner: &Arc<Inner>) {
-    for id in routing::SHARED {
-        let info = link
-            .trigger(
-                "engine::functions::info",
-                serde_json::json!({ "function_id": id }),
-                Duration::from_secs(5),
-                Delivery::Call,
-            )
-            .await;
-        let unowned = match &info {
-            Err(err) => {
-                err.code.eq_ignore_ascii_case("function_not_found")
-                    || err.code.eq_ignore_ascii_case("not_found")
-            }
-            Ok(value) => value.is_null(),
-        };
-        if unowned && inner.bus.contains(id) {
-            tracing::info!(function = %id, worker = %link.worker_name, "claiming a shared function left without an owner");
-            link.mirror.reclaim(&link.client, inner, id);
-        }
-    }
-}
 
 /// An SDK error as a bus error, with the callee's code kept.
 fn from_sdk(function_id: &str, timeout: Duration, err: iii_sdk::Error) -> CallError {

@@ -82,15 +82,7 @@ impl Router {
         {
             return peers.clone();
         }
-        let listed = link
-            .trigger(
-                "engine::functions::list",
-                json!({}),
-                Duration::from_secs(5),
-                Delivery::Call,
-            )
-            .await
-            .unwrap_or(Value::Null);
+        let listed = list_functions(link).await.unwrap_or(Value::Null);
         let mut peers: Vec<String> = listed["functions"]
             .as_array()
             .into_iter()
@@ -112,15 +104,7 @@ impl Router {
     /// The worker whose functions hold `namespace`, if another one does.
     async fn namespace_holder(&self, link: &EngineLink, namespace: &str) -> Option<String> {
         let prefix = format!("{}::", namespace.trim_end_matches("::"));
-        let listed = link
-            .trigger(
-                "engine::functions::list",
-                json!({}),
-                Duration::from_secs(5),
-                Delivery::Call,
-            )
-            .await
-            .ok()?;
+        let listed = list_functions(link).await.ok()?;
         listed["functions"]
             .as_array()?
             .iter()
@@ -133,6 +117,17 @@ impl Router {
             .filter(|owner| *owner != link.worker_name())
             .map(str::to_string)
     }
+}
+
+/// Every function the engine lists (`engine::functions::list`), from all its workers.
+async fn list_functions(link: &EngineLink) -> Result<Value, CallError> {
+    link.trigger(
+        "engine::functions::list",
+        json!({}),
+        Duration::from_secs(5),
+        Delivery::Call,
+    )
+    .await
 }
 
 /// Wraps the bus's shared functions with routing and adds the scoped twins.

@@ -254,26 +254,6 @@ fn second_server_on_a_locked_data_dir_fails_to_start() {
     assert_eq!(answer.ok()["result"], 4);
 }
 
-/// The README's benchmark command runs end to end and writes its JSON report.
-#[test]
-fn bench_quick_prints_a_table_and_writes_json() {
-    let dir = tempdir();
-    let out = dir.path().join("bench.json");
-    let output = output_within(
-        binary().args(["bench", "--quick", "--out"]).arg(&out),
-        Duration::from_secs(300),
-    );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let table = String::from_utf8_lossy(&output.stdout);
-    assert!(table.contains("python one-shot"), "{table}");
-    let report: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    assert!(report.is_object() && !report.as_object().unwrap().is_empty());
-}
-
 /// Logs written to a file or a pipe carried ANSI colour codes; colour is for
 /// terminals only. (`NO_COLOR` is unset here: the pipe alone must decide.)
 #[test]

@@ -10,6 +10,13 @@
 //! them (see `lifecycle::retire`). Namespace runtimes that guest code made
 //! outlive the run that made them, so a tree's share cannot bound them:
 //! all of them together are held to one more [`nested_share`].
+//!
+//! Each live runtime also has a bounded line of calls waiting for it
+//! ([`waiting`]), since it runs one turn at a time.
+
+mod waiting;
+
+pub use waiting::{MAX_WAITING_CALLS, MAX_WAITING_CALLS_TOTAL, Waiting};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -38,10 +45,6 @@ pub fn nested_share(max_runtimes: usize) -> usize {
     (max_runtimes / 8).max(1)
 }
 
-/// Calls of a runtime's published functions that may wait for it at once
-/// (it runs one turn at a time); one more is `code-runner::capacity`.
-pub const MAX_WAITING_CALLS: usize = 64;
-
 /// What a runtime is for, as far as charging goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lasting {
@@ -61,22 +64,6 @@ struct Node {
     calls: Arc<AtomicUsize>,
     /// A namespace runtime that guest code made: it outlives its tree.
     guest_namespace: bool,
-}
-
-/// Calls waiting for kept or namespace runtimes, all runtimes together.
-/// Each one holds its caller's connection: without a total, 16 kept
-/// runtimes with 64 calls each held all 1024 HTTP connections, for as long
-/// as 64 turns take.
-pub const MAX_WAITING_CALLS_TOTAL: usize = 256;
-
-/// A place in a runtime's call queue (and in the total); dropping it frees both.
-pub struct Waiting(Arc<AtomicUsize>, Arc<AtomicUsize>);
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-        self.1.fetch_sub(1, Ordering::SeqCst);
-    }
 }
 
 /// The live runtimes and their ancestry.
@@ -207,44 +194,6 @@ impl Lineage {
     /// The runtime behind `key`, while it lives.
     pub fn runtime(&self, key: RuntimeKey) -> Option<Arc<dyn Runtime>> {
         self.lock().get(&key).and_then(|node| node.runtime.clone())
-    }
-
-    /// A place among the calls waiting for the runtime `key`.
-    ///
-    /// # Errors
-    /// `code-runner::capacity` when [`MAX_WAITING_CALLS`] already wait for
-    /// it, or [`MAX_WAITING_CALLS_TOTAL`] for all runtimes together;
-    /// `None` inside when the runtime is gone.
-    pub fn wait_for(&self, key: RuntimeKey) -> Result<Option<Waiting>, RunnerError> {
-        let Some(calls) = self.lock().get(&key).map(|node| node.calls.clone()) else {
-            return Ok(None);
-        };
-        self.waiting
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < MAX_WAITING_CALLS_TOTAL).then_some(n + 1)
-            })
-            .map_err(|_| {
-                RunnerError::new(
-                    ErrorCode::Capacity,
-                    format!(
-                        "{MAX_WAITING_CALLS_TOTAL} calls already wait for busy runtimes on this worker; retry later"
-                    ),
-                )
-            })?;
-        calls
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < MAX_WAITING_CALLS).then_some(n + 1)
-            })
-            .map_err(|_| {
-                self.waiting.fetch_sub(1, Ordering::SeqCst);
-                RunnerError::new(
-                    ErrorCode::Capacity,
-                    format!(
-                        "{MAX_WAITING_CALLS} calls already wait for this runtime (its runs and its published functions), which runs one turn at a time; retry later"
-                    ),
-                )
-            })?;
-        Ok(Some(Waiting(calls, self.waiting.clone())))
     }
 
     /// The root of `key`'s tree, while it lives.
@@ -389,48 +338,5 @@ mod tests {
         assert!(lineage.begin_namespace(&Caller::host(), 32).is_ok());
         lineage.end(made[0]);
         assert!(lineage.begin_namespace(&guest(&lineage, root), 32).is_ok());
-    }
-
-    /// A runtime's call queue is bounded; a left place is free again; a
-    /// gone runtime has no queue.
-    #[test]
-    fn call_queues_are_bounded() {
-        let lineage = Lineage::default();
-        let key = lineage.begin(&Caller::host(), Lasting::Yes, 32).unwrap();
-        let places: Vec<Waiting> = (0..MAX_WAITING_CALLS)
-            .map(|_| lineage.wait_for(key).unwrap().unwrap())
-            .collect();
-        let err = lineage.wait_for(key).err().unwrap();
-        assert_eq!(err.code, ErrorCode::Capacity);
-        assert!(err.message.contains("64 calls"), "{}", err.message);
-        drop(places);
-        assert!(lineage.wait_for(key).unwrap().is_some());
-        lineage.end(key);
-        assert!(lineage.wait_for(key).unwrap().is_none());
-    }
-
-    /// The calls waiting for all runtimes together are bounded too, so
-    /// many busy runtimes cannot hold every caller's connection; a refusal
-    /// by one runtime's line leaves the total as it was.
-    #[test]
-    fn waiting_calls_are_bounded_in_total() {
-        let lineage = Lineage::default();
-        let keys: Vec<RuntimeKey> = (0..8)
-            .map(|_| lineage.begin(&Caller::host(), Lasting::Yes, 32).unwrap())
-            .collect();
-        let mut places = Vec::new();
-        for key in &keys[..4] {
-            for _ in 0..MAX_WAITING_CALLS {
-                places.push(lineage.wait_for(*key).unwrap().unwrap());
-            }
-        }
-        assert_eq!(places.len(), MAX_WAITING_CALLS_TOTAL);
-        let err = lineage.wait_for(keys[5]).err().unwrap();
-        assert_eq!(err.code, ErrorCode::Capacity);
-        assert!(err.message.contains("busy runtimes"), "{}", err.message);
-        places.truncate(MAX_WAITING_CALLS_TOTAL - 1);
-        let err = lineage.wait_for(keys[0]).err().unwrap();
-        assert!(err.message.contains("this runtime"), "{}", err.message);
-        assert!(lineage.wait_for(keys[5]).unwrap().is_some());
     }
 }

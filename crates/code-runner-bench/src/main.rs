@@ -1,8 +1,12 @@
-//! `code-runner bench`: latency, throughput, boot cost, memory and compute speed,
-//! measured on this machine against its own `python3` and `node`.
+//! `code-runner-bench`: latency, throughput, boot cost, memory and compute speed of the
+//! code-runner worker, measured on this machine against its own `python3` and `node`.
+//!
+//! A tool beside the product, not part of it: it drives the worker through its public
+//! API (`Worker::call`, `code_runner::http::serve` on loopback) and the engines through
+//! the seam (`code_runner_core::Engine`), as any embedder would.
 //!
 //! Every figure is taken per language by iterating over the profiles in
-//! `bench/profiles.rs`; a language whose engine is not in this build gets
+//! `profiles.rs`; a language whose engine is not in this build gets
 //! `n/a` rows, so adding an engine means adding its arm to `engine_for` there
 //! (and to the worker) and nothing else here.
 //! Targets are printed beside the figures; they are goals, not assertions.
@@ -22,6 +26,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
+use clap::Parser;
+use code_runner::{Worker, WorkerOptions};
 use code_runner_core::Config;
 use serde::Serialize;
 
@@ -29,13 +35,15 @@ use collect::measure_lang;
 use measure::Driver;
 use profiles::{Profile, profiles};
 
-use crate::worker::{Worker, WorkerOptions};
-
 /// A figure, or why there is none (shown verbatim in the table).
 pub type Outcome<T> = Result<T, String>;
 
-/// Flags of `code-runner bench`.
-#[derive(Debug, Clone, clap::Args)]
+/// Flags of `code-runner-bench`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    version,
+    about = "Measure code-runner's latency, throughput, boot cost, memory and compute speed on this machine."
+)]
 pub struct BenchArgs {
     /// Samples per latency figure (default 200, or 5 with --quick); other counts scale from it.
     #[arg(long)]
@@ -101,6 +109,19 @@ impl Plan {
     }
 }
 
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = BenchArgs::parse();
+    code_runner::logging::init();
+    match run(args).await {
+        Ok(code) => code,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Runs the bench, prints the table and writes the JSON report.
 ///
 /// # Errors
@@ -127,7 +148,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base_url = format!("http://{}", listener.local_addr()?);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(crate::http::serve(listener, worker.clone(), async {
+    let server = tokio::spawn(code_runner::http::serve(listener, worker.clone(), async {
         let _ = stopped.await;
     }));
     let driver = Driver::new(worker.clone(), base_url).map_err(anyhow::Error::msg)?;
@@ -155,7 +176,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "code-runner {} bench — {} × {} — {:.0}s{}",
+        "code-runner-bench {} — {} × {} — {:.0}s{}",
         env!("CARGO_PKG_VERSION"),
         report["machine"]["nproc"],
         report["machine"]["cpu_model"].as_str().unwrap_or("?"),

@@ -1,4 +1,4 @@
-//! `code-runner bench --soak N`: N one-shot runs and N kept-runtime turns, then
+//! `code-runner-bench --soak N`: N one-shot runs and N kept-runtime turns, then
 //! the process RSS against its baseline, to show nothing accumulates.
 
 use std::time::Instant;

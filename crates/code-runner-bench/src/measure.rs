@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use super::Outcome;
 use super::native::rss_kib;
 use super::stats::{Compute, Stats};
-use crate::Worker;
-use crate::functions::{RUN, TEARDOWN};
+use code_runner::Worker;
+use code_runner::functions::{RUN, TEARDOWN};
 
 /// How a call reaches the worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,153 @@
+//! `wasi:filesystem`, guarded: every call is wasmtime-wasi's own, wrapped so
+//! that the `/work` quota is reserved before anything grows and every refusal
+//! of the sandbox is observed as the turn's `denied` fact.
+//!
+//! The wrapper is linked over wasmtime-wasi's filesystem interface (the
+//! component linker allows shadowing), so the guest cannot reach the
+//! unguarded calls. Writes through streams (`write-via-stream`,
+//! `append-via-stream`) are guarded by wrapping the stream wasmtime-wasi
+//! returns; the quota refusal surfaces as `EDQUOT`.
+//!
+//! Here: the guard's state and the checks every call shares; [`wasi`]: the
+//! guarded host calls; [`stream`]: the quota-bound file streams.
+
+mod stream;
+mod wasi;
+
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::sync::{Arc, Mutex};
+
+use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
+use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode as AsyncErrorCode;
+use wasmtime_wasi::p2::{FsError, FsResult};
+
+use crate::work_quota::WorkQuota;
+
+/// Descriptors (open files and directories, directory listings) one
+/// instance may hold at once; past it `open-at` and `read-directory` fail
+/// with `insufficient-memory` (preview 2 has no `EMFILE`; the guest sees
+/// `ENOMEM`). Dropping the instance closes them all.
+pub const MAX_DESCRIPTORS: usize = 512;
+
+/// What the guard keeps for one instance.
+#[derive(Debug)]
+pub struct Guard {
+    /// The `/work` budget.
+    pub quota: WorkQuota,
+    /// Whether the sandbox refused a file operation during the current turn.
+    pub denied: bool,
+    /// Descriptors and directory listings the guest holds, by resource rep.
+    held: HashSet<(bool, u32)>,
+    /// Files the guest holds open, by descriptor rep: their bytes count
+    /// against the quota even after they are unlinked.
+    files: HashMap<u32, Arc<std::fs::File>>,
+}
+
+impl Guard {
+    /// A guard over `quota`, holding nothing.
+    pub fn new(quota: WorkQuota) -> Self {
+        Guard {
+            quota,
+            denied: false,
+            held: HashSet::new(),
+            files: HashMap::new(),
+        }
+    }
+
+    /// Reserves `n` bytes of growth; an exact recount includes open, unlinked files.
+    pub fn reserve_bytes(&mut self, n: u64) -> bool {
+        let files = &self.files;
+        self.quota.reserve_bytes(n, || unlinked_bytes(files))
+    }
+
+    /// How many descriptors the guest holds.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+}
+
+/// The bytes of files that are open but no longer linked anywhere, each inode once.
+fn unlinked_bytes(files: &HashMap<u32, Arc<std::fs::File>>) -> u64 {
+    let mut seen = HashSet::new();
+    files
+        .values()
+        .filter_map(|file| file.metadata().ok())
+        .filter(|meta| meta.nlink() == 0 && seen.insert((meta.dev(), meta.ino())))
+        .map(|meta| meta.len())
+        .sum()
+}
+
+/// Resource kinds in [`Guard::held`].
+const DESCRIPTOR: bool = false;
+const LISTING: bool = true;
+
+/// The guard, shared by the filesystem calls and the file streams they hand out.
+pub type SharedGuard = Arc<Mutex<Guard>>;
+fn lock(guard: &SharedGuard) -> std::sync::MutexGuard<'_, Guard> {
+    guard.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// wasmtime-wasi's filesystem view plus our guard: what the shadowing
+/// bindings call into.
+pub struct GuardedFs<'a> {
+    /// wasmtime-wasi's own implementation.
+    pub inner: WasiFilesystemCtxView<'a>,
+    /// Quota and denial facts.
+    pub guard: &'a SharedGuard,
+}
+
+/// The bindings' `HasData` marker for [`GuardedFs`].
+pub struct GuardedFsData;
+
+impl wasmtime::component::HasData for GuardedFsData {
+    type Data<'a> = GuardedFs<'a>;
+}
+
+/// The errors that mean "the sandbox said no".
+fn is_denial(code: &AsyncErrorCode) -> bool {
+    matches!(
+        code,
+        AsyncErrorCode::Access
+            | AsyncErrorCode::NotPermitted
+            | AsyncErrorCode::ReadOnly
+            | AsyncErrorCode::Quota
+    )
+}
+
+impl GuardedFs<'_> {
+    /// Records a denial in `result`, passing it on.
+    fn seen<T>(&mut self, result: FsResult<T>) -> FsResult<T> {
+        if let Err(err) = &result
+            && err.downcast_ref().is_some_and(is_denial)
+        {
+            lock(self.guard).denied = true;
+        }
+        result
+    }
+
+    /// Answers `insufficient-memory` when the descriptor budget is spent.
+    fn budget(&mut self) -> FsResult<()> {
+        let mut guard = lock(self.guard);
+        if guard.held() >= MAX_DESCRIPTORS {
+            guard.denied = true;
+            return Err(FsError::from(AsyncErrorCode::InsufficientMemory));
+        }
+        Ok(())
+    }
+
+    /// Runs `call` when the quota grants `reserve`, else answers `EDQUOT`.
+    fn reserved<T>(
+        &mut self,
+        reserve: impl FnOnce(&mut Guard) -> bool,
+        call: impl FnOnce(&mut WasiFilesystemCtxView<'_>) -> FsResult<T>,
+    ) -> FsResult<T> {
+        let granted = reserve(&mut lock(self.guard));
+        if !granted {
+            lock(self.guard).denied = true;
+            return Err(FsError::from(AsyncErrorCode::Quota));
+        }
+        let result = call(&mut self.inner);
+        self.seen(result)
+    }
+}

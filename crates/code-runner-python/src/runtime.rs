@@ -1,0 +1,150 @@
+//! A python runtime: its own OS thread owning one wasmtime `Store` (see
+//! `session`), started by [`PythonEngine::boot`], and [`PythonRuntime`], the
+//! handle the seam holds: turns go to the thread one at a time over a channel;
+//! closing drops the channel and awaits the thread's exit.
+
+use std::sync::{Arc, Mutex};
+
+use code_runner_core::{
+    BoxFuture, Fault, Lang, RunnerError, Runtime, RuntimeOptions, TurnEnding, TurnOutcome,
+    TurnSpec,
+    caps::{Stream, StreamBuffer},
+};
+
+use crate::session::{self, Boot, Command, Link};
+use crate::{PythonEngine, THREAD_STACK_BYTES};
+
+impl PythonEngine {
+    /// Starts a runtime on its own thread and waits until its instance is ready.
+    pub(crate) async fn boot(
+        &self,
+        options: RuntimeOptions,
+    ) -> Result<Arc<dyn Runtime>, RunnerError> {
+        if options.memory_mb > self.shared.limits.max_memory_mb {
+            return Err(RunnerError::new(
+                code_runner_core::ErrorCode::ResourceExhausted,
+                format!(
+                    "memory_mb {} is above this engine's {} MiB",
+                    options.memory_mb, self.shared.limits.max_memory_mb
+                ),
+            ));
+        }
+        code_runner_core::create_private_dir(&options.work_dir).map_err(|err| {
+            RunnerError::engine(format!(
+                "cannot create {}: {err}",
+                options.work_dir.display()
+            ))
+        })?;
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| RunnerError::engine("the python engine needs a tokio runtime"))?;
+        let slot = self.shared.claim()?;
+        let link = Arc::new(Link::default());
+        let (commands, receiver) = std::sync::mpsc::channel();
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let (exited_tx, exited_rx) = tokio::sync::oneshot::channel::<()>();
+        let boot = Boot {
+            shared: self.shared.clone(),
+            options,
+            link: link.clone(),
+            runtime,
+            slot,
+        };
+        std::thread::Builder::new()
+            .name("code-runner-python".into())
+            .stack_size(THREAD_STACK_BYTES)
+            .spawn(move || {
+                session::thread_main(boot, receiver, ready_tx);
+                let _ = exited_tx.send(());
+            })
+            .map_err(|err| RunnerError::engine(format!("cannot start a runtime thread: {err}")))?;
+        let runtime = PythonRuntime {
+            commands: Mutex::new(Some(commands)),
+            link,
+            turn_lock: tokio::sync::Mutex::new(()),
+            exited: tokio::sync::Mutex::new(Some(exited_rx)),
+        };
+        match ready_rx.await {
+            Ok(Ok(())) => Ok(Arc::new(runtime)),
+            Ok(Err(message)) => {
+                runtime.close().await;
+                Err(RunnerError::engine(format!(
+                    "python failed to start: {message}"
+                )))
+            }
+            Err(_) => Err(RunnerError::engine(
+                "python runtime thread ended during start-up",
+            )),
+        }
+    }
+}
+
+/// A live python runtime: a handle to its thread.
+struct PythonRuntime {
+    commands: Mutex<Option<std::sync::mpsc::Sender<Command>>>,
+    link: Arc<Link>,
+    turn_lock: tokio::sync::Mutex<()>,
+    exited: tokio::sync::Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
+}
+
+impl PythonRuntime {
+    async fn turn(&self, spec: TurnSpec) -> TurnOutcome {
+        let _serial = self.turn_lock.lock().await;
+        let cap = spec.max_stream_bytes;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = {
+            let commands = self.commands.lock().unwrap_or_else(|p| p.into_inner());
+            commands
+                .as_ref()
+                .is_some_and(|tx| tx.send(Command::Turn(spec, reply)).is_ok())
+        };
+        let fault = if !sent {
+            Fault::Aborted
+        } else {
+            match answer.await {
+                Ok(outcome) => return outcome,
+                Err(_) => Fault::Crashed("the runtime thread ended mid-turn".into()),
+            }
+        };
+        TurnOutcome {
+            stdout: StreamBuffer::new(Stream::Stdout, cap),
+            stderr: StreamBuffer::new(Stream::Stderr, cap),
+            ending: TurnEnding::Faulted(fault),
+            denied: false,
+        }
+    }
+
+    async fn shutdown(&self) {
+        self.link
+            .closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.commands
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(exited) = self.exited.lock().await.take() {
+            let _ = exited.await;
+        }
+    }
+}
+
+impl Runtime for PythonRuntime {
+    fn lang(&self) -> Lang {
+        Lang::Python
+    }
+
+    fn run(&self, turn: TurnSpec) -> BoxFuture<'_, TurnOutcome> {
+        Box::pin(self.turn(turn))
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.shutdown())
+    }
+}
+
+impl Drop for PythonRuntime {
+    fn drop(&mut self) {
+        self.link
+            .closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,101 @@
+//! The guest's `iii` global: `trigger`, `namespace` and, for node,
+//! `registerFunction`.
+//!
+//! One implementation serves every engine: an engine only sees a
+//! [`BindingNamespace`]. Every guest bus call passes the bus bridge
+//! ([`crate::bridge`]) before dispatch and carries its runtime as the
+//! [`Caller`], so what it starts is charged to it and ends with it.
+//!
+//! [`trigger`] is `iii.trigger` (calls out, bounded per turn);
+//! [`register`] is node's `iii.registerFunction` (publishes for the runtime's life).
+
+mod register;
+mod trigger;
+
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Weak};
+
+use code_runner_core::{BindingError, BindingNamespace, Bindings, Lang, RunnerError};
+use serde_json::Value;
+
+use crate::lineage::RuntimeKey;
+use crate::published::Owner;
+use crate::worker::Inner;
+use register::register_from_guest;
+use trigger::trigger;
+
+/// What the guest's `iii` knows about the runtime it runs in.
+#[derive(Debug, Clone)]
+pub(crate) struct GuestContext {
+    /// The runtime's lineage key.
+    pub key: RuntimeKey,
+    /// The root of its lineage.
+    pub root: RuntimeKey,
+    /// Its language.
+    pub lang: Lang,
+    /// The namespace it serves (a namespace runtime), else `None`.
+    pub namespace: Option<String>,
+}
+
+impl GuestContext {
+    /// The context of the live runtime `key`.
+    pub fn of(inner: &Inner, key: RuntimeKey, lang: Lang, namespace: Option<String>) -> Self {
+        GuestContext {
+            key,
+            root: inner.lineage.root(key).unwrap_or(key),
+            lang,
+            namespace,
+        }
+    }
+
+    /// Who owns what this runtime publishes.
+    pub fn owner(&self) -> Owner {
+        match &self.namespace {
+            Some(namespace) => Owner::Namespace {
+                namespace: namespace.clone(),
+                lang: self.lang,
+            },
+            None => Owner::Runtime(self.key),
+        }
+    }
+}
+
+/// The `iii` shape a pooled runtime's warm-up turn installs, so an engine
+/// that sets bindings up once per shape (node) has done it before a run
+/// takes the runtime. The warm-up program is empty: nothing here is called.
+pub(crate) fn warm_up_bindings(lang: Lang) -> Bindings {
+    let key = RuntimeKey::PLACEHOLDER;
+    bindings(
+        Weak::new(),
+        GuestContext {
+            key,
+            root: key,
+            lang,
+            namespace: None,
+        },
+    )
+}
+
+/// The guest's `iii` for a turn on the runtime described by `ctx`.
+pub(crate) fn bindings(inner: Weak<Inner>, ctx: GuestContext) -> Bindings {
+    let ctx = Arc::new(ctx);
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let namespace = ctx.namespace.clone().map_or(Value::Null, Value::String);
+    let mut iii = BindingNamespace::new("iii")
+        .function("trigger", {
+            let (inner, ctx) = (inner.clone(), ctx.clone());
+            move |args, call| trigger(inner.clone(), ctx.clone(), in_flight.clone(), args, call)
+        })
+        .value("namespace", namespace)
+        .error_class("IIIError", "member");
+    if ctx.lang == Lang::Node {
+        iii = iii.registrar("registerFunction", move |args, _call| {
+            register_from_guest(inner.clone(), ctx.clone(), args)
+        });
+    }
+    Bindings::new(vec![iii]).unwrap_or_default()
+}
+
+fn binding_error(err: RunnerError) -> BindingError {
+    BindingError::from(err)
+}

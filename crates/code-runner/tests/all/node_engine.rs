@@ -31,20 +31,21 @@ fn when_published(engine: &EngineProc, function_id: &str, payload: &Value) -> Va
         .unwrap_or_else(|e| panic!("{function_id} never answered: {e}"))
 }
 
-/// Calls `function_id` until the engine says it is not found; panics if it
-/// still answers after [`SETTLE`].
+/// Waits until the engine no longer lists `function_id` (the worker
+/// unregistered it there, not merely answers not-found behind it); panics
+/// if it is still listed after [`SETTLE`]. A call of it is then not found.
 fn until_gone(engine: &EngineProc, function_id: &str) {
     let until = Instant::now() + SETTLE;
-    loop {
-        match engine.trigger(function_id, &json!({})) {
-            Err(err) if is_not_found(&err) => return,
-            other => assert!(
-                Instant::now() < until,
-                "{function_id} still answers after teardown: {other:?}"
-            ),
-        }
+    let info = json!({ "function_id": function_id });
+    while let Ok(listed) = engine.trigger("engine::functions::info", &info) {
+        assert!(
+            Instant::now() < until,
+            "{function_id} is still registered on the engine after teardown: {listed}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
+    let err = engine.trigger(function_id, &json!({})).unwrap_err();
+    assert!(is_not_found(&err), "{function_id}: {err}");
 }
 
 /// Issue 7's done-when for node: `iii trigger code-runner::run lang=node

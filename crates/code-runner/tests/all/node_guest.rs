@@ -246,3 +246,68 @@ async fn registrations_end_with_the_run_or_the_namespace_teardown() {
         .await
         .assert_error(crate::util::EXPIRED, "torn down");
 }
+
+/// A runtime whose isolate a heap kill replaced keeps serving with fresh
+/// state, and what its guest code registered goes with the old isolate:
+/// unregistered (function_not_found, not listed) rather than left published
+/// answering errors, and free to be registered again. The same holds for an
+/// id a namespace handler registered, while the namespace's own handlers
+/// are defined again from their sources.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heap_kill_unregisters_what_the_lost_isolate_registered() {
+    let server = Server::with_config("heap_mb: 48\n").await;
+    let bomb = "const a = []; for (;;) a.push(new Array(1e6).fill(1))";
+    let register = "globalThis.g = 1; await iii.registerFunction('tools::x', () => 'x')";
+    let answer = server
+        .call(RUN, json!({"lang": "node", "keep": true, "code": register}))
+        .await;
+    let id = answer.ok()["runtime_id"]
+        .as_str()
+        .expect("runtime_id")
+        .to_string();
+    assert_eq!(server.call("tools::x", json!({})).await.ok(), "x");
+    server
+        .run_on(&id, bomb)
+        .await
+        .assert_error(crate::util::RESOURCE_EXHAUSTED, "heap limit 48 MiB");
+    server
+        .call("tools::x", json!({}))
+        .await
+        .assert_error(FUNCTION_NOT_FOUND, "tools::x");
+    let info = server
+        .call(FUNCTIONS_INFO, json!({"function_ids": ["tools::x"]}))
+        .await;
+    assert!(
+        info.ok()["functions"][0]["error"].is_string(),
+        "{}",
+        info.body
+    );
+    let again = server
+        .run_on(&id, &format!("{register}; return typeof g"))
+        .await;
+    assert_eq!(again.ok()["result"], "number", "{}", again.body);
+    assert_eq!(server.call("tools::x", json!({})).await.ok(), "x");
+    let torn = server.teardown(&id).await;
+    assert_eq!(torn.ok()["unregistered"], json!(["tools::x"]));
+
+    let source = format!(
+        "export async function handler(p) {{\n  if (p.reg) {{ await iii.registerFunction('ns::extra', () => 'extra'); return 'reg'; }}\n  if (p.bomb) {{ {bomb} }}\n  return 'main';\n}}\n"
+    );
+    registered_node(&server, "ns::main", &source).await;
+    assert_eq!(
+        server.call("ns::main", json!({"reg": true})).await.ok(),
+        "reg"
+    );
+    assert_eq!(server.call("ns::extra", json!({})).await.ok(), "extra");
+    server
+        .call("ns::main", json!({"bomb": true}))
+        .await
+        .assert_error(crate::util::RESOURCE_EXHAUSTED, "heap limit 48 MiB");
+    server
+        .call("ns::extra", json!({}))
+        .await
+        .assert_error(FUNCTION_NOT_FOUND, "ns::extra");
+    assert_eq!(server.call("ns::main", json!({})).await.ok(), "main");
+    let torn = server.call(TEARDOWN, json!({"namespace": "ns"})).await;
+    assert_eq!(torn.ok()["unregistered"], json!(["ns::main"]));
+}

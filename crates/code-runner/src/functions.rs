@@ -97,6 +97,7 @@ pub(crate) async fn run(
         let _busy = kept.enter();
         let context = GuestContext::of(&inner, kept.key, kept.lang, None);
         let outcome = kept.runtime.run(turn(context)).await;
+        lifecycle::forget_lost_registrations(&inner, kept.key, &outcome.ending);
         let response = settle_response(outcome, caps, elapsed(started), Some(id))?;
         return Ok(serde_json::to_value(response).unwrap_or(Value::Null));
     }

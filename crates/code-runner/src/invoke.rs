@@ -73,7 +73,15 @@ async fn invoke(
             let runtime = inner.namespaces.get(&namespace, lang).ok_or_else(gone)?;
             let _place = inner.lineage.wait_for(runtime.key)?.ok_or_else(gone)?;
             let params = turn_params(inner, &runtime, &caller)?;
-            runtime.turn(task, &params).await
+            let outcome = runtime.turn(task, &params).await;
+            if crate::lifecycle::forget_unsourced(inner, &runtime)
+                .iter()
+                .any(|gone| gone == id)
+            {
+                // Its handler went with the interpreter the turn replaced.
+                return Err(gone());
+            }
+            outcome
         }
         Owner::Runtime(key) => {
             let runtime = inner.lineage.runtime(key).ok_or_else(gone)?;
@@ -87,7 +95,9 @@ async fn invoke(
                 max_stream_bytes: caps.max_stream_bytes,
                 abort: code_runner_core::AbortSignal::new(),
             };
-            runtime.run(spec).await
+            let outcome = runtime.run(spec).await;
+            crate::lifecycle::forget_lost_registrations(inner, key, &outcome.ending);
+            outcome
         }
     };
     Ok(settle_invocation(id, outcome, caps)?)

@@ -3,12 +3,17 @@
 //! Whichever way a runtime ends (a one-shot run's end, teardown by id or by
 //! namespace, the idle reaper, shutdown), [`retire`] unpublishes the
 //! functions its guest code registered and tears down the kept runtimes its
-//! guest code started, recursively.
+//! guest code started, recursively. A runtime that survives a fault but
+//! may have lost its interpreter loses what its guest code registered
+//! ([`forget_lost_registrations`], [`forget_unsourced`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use code_runner_core::{FailureKind, TurnEnding};
+
 use crate::lineage::RuntimeKey;
+use crate::ns_runtimes::NamespaceRuntime;
 use crate::published::Owner;
 use crate::worker::Inner;
 
@@ -25,6 +30,49 @@ pub(crate) async fn retire(inner: &Inner, key: RuntimeKey) -> Vec<String> {
             tracing::debug!("closed a runtime whose starter ended");
             ids.extend(Box::pin(retire(inner, child)).await);
         }
+    }
+    ids
+}
+
+/// After a turn on the plain runtime `key`: a fault of the seam's
+/// worker-exit kind (a memory kill, a crash) may have cost the runtime its
+/// interpreter (node replaces a heap-killed isolate), and with it the
+/// handlers its guest code registered with `iii.registerFunction`. Those ids
+/// are unregistered rather than left published answering errors; a later
+/// turn may register them again. A timeout keeps them: node keeps its
+/// isolate, and python has no registrar.
+pub(crate) fn forget_lost_registrations(inner: &Inner, key: RuntimeKey, ending: &TurnEnding) {
+    let TurnEnding::Faulted(fault) = ending else {
+        return;
+    };
+    if fault.kind() != FailureKind::WorkerExit {
+        return;
+    }
+    let ids = inner
+        .published
+        .unpublish_owner(&Owner::Runtime(key), &inner.bus);
+    if !ids.is_empty() {
+        tracing::info!(functions = ?ids, "a runtime may have lost its interpreter; unregistered what its guest code published");
+    }
+}
+
+/// After a turn on a namespace runtime whose handlers were defined again
+/// from their sources: the ids its guest code registered itself (node's
+/// `iii.registerFunction` inside a handler) have no source and went with the
+/// old interpreter, so they are unregistered; returns them.
+pub(crate) fn forget_unsourced(inner: &Inner, runtime: &NamespaceRuntime) -> Vec<String> {
+    if !runtime.take_redefined() {
+        return Vec::new();
+    }
+    let owner = Owner::Namespace {
+        namespace: runtime.namespace.clone(),
+        lang: runtime.lang,
+    };
+    let ids = inner
+        .published
+        .unpublish_owner_except(&owner, &runtime.defined_ids(), &inner.bus);
+    if !ids.is_empty() {
+        tracing::info!(functions = ?ids, "registered from guest code in a namespace runtime that lost its interpreter; unregistered");
     }
     ids
 }

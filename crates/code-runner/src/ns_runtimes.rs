@@ -11,7 +11,9 @@
 //! before its next turn a probe handler, defined when the runtime booted,
 //! is invoked; if the probe is gone, every registered source is defined
 //! again, in registration order, so the namespace keeps serving (its module
-//! state starts afresh, as a kept runtime's does after a timeout).
+//! state starts afresh, as a kept runtime's does after a timeout). Ids its
+//! guest code published with node's `iii.registerFunction` have no source to
+//! define again; the caller unpublishes them ([`NamespaceRuntime::take_redefined`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,6 +79,7 @@ pub struct NamespaceRuntime {
     /// `(function id, source)` in registration order, for redefinition.
     sources: Mutex<Vec<(String, String)>>,
     suspect: AtomicBool,
+    redefined: AtomicBool,
     recovering: tokio::sync::Mutex<()>,
     _dir: WorkDir,
     _slot: Slot,
@@ -99,6 +102,7 @@ impl NamespaceRuntime {
             runtime,
             sources: Mutex::new(Vec::new()),
             suspect: AtomicBool::new(false),
+            redefined: AtomicBool::new(false),
             recovering: tokio::sync::Mutex::new(()),
             _dir: dir,
             _slot: slot,
@@ -146,6 +150,20 @@ impl NamespaceRuntime {
         sources.push((id.to_string(), source));
     }
 
+    /// The ids whose source this runtime keeps, in registration order.
+    pub fn defined_ids(&self) -> Vec<String> {
+        self.lock_sources()
+            .iter()
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Whether the handlers were defined again from their sources since the
+    /// last call (the interpreter was lost); clears the flag.
+    pub fn take_redefined(&self) -> bool {
+        self.redefined.swap(false, Ordering::SeqCst)
+    }
+
     async fn recover(&self, params: &TurnParams) {
         if !self.suspect.load(Ordering::SeqCst) {
             return;
@@ -175,6 +193,7 @@ impl NamespaceRuntime {
             handlers = sources.len(),
             "namespace runtime lost its interpreter; defining its handlers again"
         );
+        self.redefined.store(true, Ordering::SeqCst);
         for (id, source) in sources {
             let outcome = self
                 .runtime

@@ -182,6 +182,7 @@ async fn define(
         source: source.to_string(),
     };
     let outcome = runtime.turn(task, &params).await;
+    let _ = crate::lifecycle::forget_unsourced(inner, runtime);
     match outcome.ending {
         TurnEnding::Exited { exit_code: 0, .. } => Ok(()),
         TurnEnding::Exited {

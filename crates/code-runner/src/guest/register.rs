@@ -83,10 +83,10 @@ pub(super) async fn register_from_guest(
 
 #[cfg(test)]
 mod tests {
-    //! The registrar's host side, through a real worker on real wasmtime.
-    //! Node runtimes are not in this build yet, so a kept python runtime
-    //! stands in as the owner: the registrar is called as node's engine
-    //! would call it, with `{id, options}`.
+    //! The registrar's host side, through a real worker on real wasmtime: a
+    //! kept python runtime stands in as the owner, and the registrar is
+    //! called as node's engine would call it, with `{id, options}`. Node's
+    //! own path, through real V8, is in `tests/all/node_guest.rs`.
 
     use std::time::{Duration, Instant};
 

@@ -118,10 +118,16 @@ impl Published {
 
     /// Unpublishes everything `owner` published; returns the ids, sorted.
     pub fn unpublish_owner(&self, owner: &Owner, bus: &Bus) -> Vec<String> {
+        self.unpublish_owner_except(owner, &[], bus)
+    }
+
+    /// Unpublishes what `owner` published, except the ids in `keep`;
+    /// returns the ids unpublished, sorted.
+    pub fn unpublish_owner_except(&self, owner: &Owner, keep: &[String], bus: &Bus) -> Vec<String> {
         let mut by_id = self.lock();
         let ids: Vec<String> = by_id
             .iter()
-            .filter(|(_, p)| p.owner == *owner)
+            .filter(|(id, p)| p.owner == *owner && !keep.contains(id))
             .map(|(id, _)| id.clone())
             .collect();
         for id in &ids {

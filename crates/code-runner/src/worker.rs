@@ -92,7 +92,6 @@ impl Inner {
     pub(crate) fn engine(&self, lang: Lang) -> Result<Arc<dyn Engine>, RunnerError> {
         self.engines.engine(lang)
     }
-
 }
 
 impl Worker {

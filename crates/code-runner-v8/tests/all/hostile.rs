@@ -315,3 +315,42 @@ async fn child_files_inputs() {
     assert!(grew < 200, "the peak grew by {grew} MiB");
     rt.close().await;
 }
+
+/// `iii.files` needs no descriptor budget: each call opens at most one
+/// descriptor and closes it before it returns, so a flood of calls (and of
+/// imports from scratch files) leaves the process holding what it held
+/// before. Python's `/work` keeps descriptors open and has a budget of 512.
+#[test]
+fn an_iii_files_flood_holds_no_descriptor() {
+    in_child("hostile::child_files_flood");
+}
+
+fn open_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "run by an_iii_files_flood_holds_no_descriptor in a child process"]
+async fn child_files_flood() {
+    let (rt, _dir) = runtime_with(RuntimeOptions::default()).await;
+    value(
+        &run_on(
+            &rt,
+            "await iii.files.write('m.js', 'export const n = 1'); return 1",
+        )
+        .await,
+    );
+    let before = open_descriptors();
+    let out = run_on(
+        &rt,
+        "const held = []; \
+         for (let i = 0; i < 5000; i++) { \
+           await iii.files.write('f' + (i % 50), 'x'.repeat(100)); \
+           held.push(iii.files.read('f' + (i % 50)), iii.files.readText('m.js'), import('./m.js')); } \
+         await Promise.all(held); return (await iii.files.list()).length",
+    )
+    .await;
+    assert_eq!(value(&out), json!(51));
+    assert_eq!(open_descriptors(), before);
+    rt.close().await;
+}

@@ -26,6 +26,7 @@ mod lifetimes;
 mod limits;
 mod nesting;
 mod node;
+mod node_hardening;
 mod register;
 mod run;
 mod ui;

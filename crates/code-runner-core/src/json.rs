@@ -18,6 +18,16 @@ use serde::de::DeserializeOwned;
 /// own default, which the engines' result limits stay below.
 pub const MAX_JSON_DEPTH: usize = 128;
 
+/// Deepest nesting of arrays and objects in a value a guest hands the host
+/// (a result, a binding call's argument), in every engine: a deeper value is
+/// not JSON to the engine, which refuses it in the guest. Below
+/// [`MAX_JSON_DEPTH`], so whatever an engine accepts parses on the host.
+pub const MAX_GUEST_DEPTH: usize = 100;
+
+/// Largest JSON text of one value a guest hands the host (a binding call's
+/// argument, a result when `max_result_bytes` is off), in every engine.
+pub const MAX_GUEST_JSON_BYTES: usize = 16 << 20;
+
 /// Most JSON values (scalars, arrays, objects) accepted from outside in one
 /// text parsed into a tree: a request body, a guest's binding argument, a
 /// guest's result. 262 144 values are ~30 MB of host memory at most.

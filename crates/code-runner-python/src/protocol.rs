@@ -15,15 +15,15 @@ use code_runner_core::{BindingError, Bindings, Task};
 /// The deepest nesting of a result or binding argument, enforced by the
 /// runner (a deeper value is not JSON to it), below serde_json's own limit
 /// of 128 so that every value the runner accepts parses on the host.
-pub const MAX_DEPTH: usize = 100;
+pub const MAX_DEPTH: usize = code_runner_core::json::MAX_GUEST_DEPTH;
 
 /// Largest turn head the host parses (the runner caps exception text at 64 KiB).
 pub const MAX_HEAD: usize = 1 << 20;
 /// Largest result text the host ever parses, whatever the runtime's
 /// `max_result_bytes` (the runner sends facts, not the value, past it).
-pub const MAX_RESULT: usize = 16 * 1024 * 1024;
+pub const MAX_RESULT: usize = code_runner_core::json::MAX_GUEST_JSON_BYTES;
 /// Largest binding call frame the host parses.
-pub const MAX_CALL: usize = 16 * 1024 * 1024;
+pub const MAX_CALL: usize = code_runner_core::json::MAX_GUEST_JSON_BYTES;
 
 /// A turn frame: the task, the shape of its bindings and the limits the
 /// runner enforces on what it hands back.

@@ -160,25 +160,8 @@ impl Scratch {
     /// # Errors
     /// A bad name, the read-only policy, a quota (`code-runner::resource_exhausted`), or I/O.
     pub fn write(&mut self, name: &str, contents: &[u8]) -> Result<(), FilesError> {
-        check_name(name)?;
-        if self.limits.read_only {
-            self.denied = true;
-            return Err(FilesError::invalid(format!(
-                "iii.files: cannot write {name:?}: this run is read-only"
-            )));
-        }
-        let Some(max_bytes) = self.limits.max_bytes else {
-            self.refuse();
-            return Err(self.exhausted());
-        };
-        let old = self.sizes.get(name).copied();
         let new_len = contents.len() as u64;
-        let after = self.used - old.unwrap_or(0) + new_len;
-        let files_after = self.sizes.len() as u64 + u64::from(old.is_none());
-        if after > max_bytes || files_after > self.limits.max_files {
-            self.refuse();
-            return Err(self.exhausted());
-        }
+        let after = self.admit(name, new_len)?;
         if !self.created {
             let made = DirBuilder::new()
                 .recursive(true)
@@ -217,6 +200,35 @@ impl Scratch {
                 })
             }
         }
+    }
+
+    /// Whether `name` may be written with `len` bytes (a name, the policy,
+    /// the quotas): the bytes this directory would then hold. Asked before
+    /// the contents are copied out of the guest, so a refused write costs
+    /// the host nothing.
+    ///
+    /// # Errors
+    /// As [`Scratch::write`], without the I/O.
+    pub fn admit(&mut self, name: &str, len: u64) -> Result<u64, FilesError> {
+        check_name(name)?;
+        if self.limits.read_only {
+            self.denied = true;
+            return Err(FilesError::invalid(format!(
+                "iii.files: cannot write {name:?}: this run is read-only"
+            )));
+        }
+        let Some(max_bytes) = self.limits.max_bytes else {
+            self.refuse();
+            return Err(self.exhausted());
+        };
+        let old = self.sizes.get(name).copied();
+        let after = (self.used - old.unwrap_or(0)).saturating_add(len);
+        let files_after = self.sizes.len() as u64 + u64::from(old.is_none());
+        if after > max_bytes || files_after > self.limits.max_files {
+            self.refuse();
+            return Err(self.exhausted());
+        }
+        Ok(after)
     }
 
     /// Reads file `name` whole.

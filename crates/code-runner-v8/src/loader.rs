@@ -52,8 +52,15 @@ impl ScratchLoader {
 }
 
 fn refuse(specifier: &str) -> JsErrorBox {
+    // The specifier is the guest's and may be megabytes long: quote its start.
+    let quoted: String = specifier.chars().take(files::MAX_NAME_BYTES).collect();
+    let more = if quoted.len() < specifier.len() {
+        "…"
+    } else {
+        ""
+    };
     JsErrorBox::type_error(format!(
-        "cannot import {specifier:?}: only modules written with iii.files can be imported, by their file name (e.g. import('./util.js'))"
+        "cannot import {quoted:?}{more}: only modules written with iii.files can be imported, by their file name (e.g. import('./util.js'))"
     ))
 }
 

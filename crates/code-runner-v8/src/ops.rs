@@ -11,12 +11,17 @@ use deno_core::{OpState, op2};
 use deno_error::{JsErrorBox, JsErrorClass, PropertyValue};
 use serde_json::{Value, json};
 
-use crate::convert::{self, Converted};
+use crate::convert::{self, Converted, Limits};
 use crate::files::FilesError;
-use crate::state::{MAX_CALLS_IN_FLIGHT, ObjectPrototype, SharedIo};
+use crate::state::{
+    MAX_ARGUMENT_BYTES_IN_FLIGHT, MAX_ARGUMENT_VALUES_IN_FLIGHT, MAX_CALLS_IN_FLIGHT,
+    ObjectPrototype, PendingCall, SharedIo,
+};
 
-/// Largest JSON value carried across the boundary (a result, an argument): 64 MiB.
-pub const MAX_TRANSFER_BYTES: u64 = 64 << 20;
+/// Largest JSON value carried across the boundary (a binding call's
+/// argument; a result when `max_result_bytes` is off): the limit every
+/// engine keeps, 16 MiB, and at most 262 144 values.
+pub const MAX_TRANSFER_BYTES: u64 = code_runner_core::json::MAX_GUEST_JSON_BYTES as u64;
 
 deno_core::extension!(
     code_runner_ops,
@@ -103,19 +108,32 @@ fn op_cr_call<'s>(
         return Err(JsErrorBox::type_error("bindings are unavailable"));
     };
     let prototype = prototype.0.clone();
-    let args = {
+    let watch = io.borrow().watch.clone();
+    let stopped = || watch.stop_requested();
+    let limits = Limits::bytes(MAX_TRANSFER_BYTES);
+    let (args, weight) = {
         v8::tc_scope!(let tc, scope);
-        match convert::to_json(tc, args, &prototype, "the argument", MAX_TRANSFER_BYTES) {
-            Converted::Value(value) => value,
-            Converted::Undefined => Value::Null,
+        match convert::to_json(tc, args, &prototype, "the argument", limits, &stopped) {
+            Converted::Value {
+                json,
+                bytes,
+                values,
+            } => (json, (bytes, values)),
+            Converted::Undefined => (Value::Null, (4, 1)),
             Converted::NotJson(why) => {
                 return Err(JsErrorBox::type_error(format!(
                     "{ns}.{member}: the argument is not lossless JSON: {why}"
                 )));
             }
+            Converted::Oversize { bytes, values, .. } if values > limits.values => {
+                return Err(JsErrorBox::range_error(format!(
+                    "{ns}.{member}: a binding call's argument is limited to {} JSON values (this one holds {values}, ~{bytes} bytes)",
+                    limits.values
+                )));
+            }
             Converted::Oversize { bytes, .. } => {
                 return Err(JsErrorBox::range_error(format!(
-                    "{ns}.{member}: the argument is ~{bytes} bytes of JSON, over the {MAX_TRANSFER_BYTES}-byte limit"
+                    "{ns}.{member}: a binding call's argument is limited to {MAX_TRANSFER_BYTES} bytes of JSON (this one is ~{bytes})"
                 )));
             }
             Converted::Threw => {
@@ -124,12 +142,23 @@ fn op_cr_call<'s>(
                 }
                 return Ok(u32::MAX);
             }
+            // The watchdog ends the turn as soon as this op returns.
+            Converted::Stopped => return Ok(u32::MAX),
         }
     };
     let mut io = io.borrow_mut();
     if io.in_flight >= MAX_CALLS_IN_FLIGHT {
         return Err(JsErrorBox::range_error(format!(
             "{ns}.{member}: {MAX_CALLS_IN_FLIGHT} binding calls are already in flight; await some first"
+        )));
+    }
+    let (bytes, values) = io.in_flight_weight;
+    if bytes + weight.0 > MAX_ARGUMENT_BYTES_IN_FLIGHT
+        || values + weight.1 > MAX_ARGUMENT_VALUES_IN_FLIGHT
+    {
+        return Err(JsErrorBox::range_error(format!(
+            "{ns}.{member}: the binding calls in flight already hold {bytes} bytes and {values} values of arguments \
+             (at most {MAX_ARGUMENT_BYTES_IN_FLIGHT} bytes and {MAX_ARGUMENT_VALUES_IN_FLIGHT} values per runtime); await some first"
         )));
     }
     let Some(turn) = io.turn(marker) else {
@@ -150,29 +179,33 @@ fn op_cr_call<'s>(
     io.host.spawn(async move {
         let _ = answer_tx.send(future.await);
     });
-    io.in_flight += 1;
-    Ok(io.add_call(answer_rx))
+    Ok(io.add_call(PendingCall {
+        answer: answer_rx,
+        weight,
+    }))
 }
 
 /// Awaits a call started by [`op_cr_call`]: `o<json>` for a value, `e<json>` for `{code, message}`.
 #[op2]
 #[string]
 async fn op_cr_wait(state: Rc<RefCell<OpState>>, #[smi] id: u32) -> String {
-    let answer = state
+    let call = state
         .borrow()
         .try_borrow::<SharedIo>()
         .and_then(|io| io.borrow_mut().calls.remove(&id));
-    let outcome = match answer {
-        Some(answer) => answer.await.unwrap_or_else(|_| {
-            Err(BindingError::message(
-                "the binding call ended without an answer",
-            ))
-        }),
-        None => Err(BindingError::message("no such binding call")),
+    let (outcome, weight) = match call {
+        Some(call) => (
+            call.answer.await.unwrap_or_else(|_| {
+                Err(BindingError::message(
+                    "the binding call ended without an answer",
+                ))
+            }),
+            call.weight,
+        ),
+        None => (Err(BindingError::message("no such binding call")), (0, 0)),
     };
     if let Some(io) = state.borrow().try_borrow::<SharedIo>() {
-        let mut io = io.borrow_mut();
-        io.in_flight = io.in_flight.saturating_sub(1);
+        io.borrow_mut().answered(weight);
     }
     match outcome {
         Ok(value) => format!(
@@ -231,12 +264,21 @@ fn files<T>(
     f(&mut io.scratch).map_err(|err| JsErrorBox::from_err(FilesJsError(err)))
 }
 
-#[op2(fast)]
+/// Writes `text` as UTF-8. Measured in the isolate and admitted against the
+/// quota before it is copied out: a 500 MB string past `scratch_mb` costs the
+/// host nothing (as a `#[string]` it was copied whole, up to 3 bytes a unit).
+#[op2(nofast)]
 fn op_cr_files_write_text(
+    scope: &mut v8::PinScope<'_, '_>,
     state: &mut OpState,
     #[string] name: &str,
-    #[string] text: &str,
+    text: v8::Local<'_, v8::String>,
 ) -> Result<(), JsErrorBox> {
+    files(state, |scratch| scratch.admit(name, text.length() as u64))?;
+    files(state, |scratch| {
+        scratch.admit(name, text.utf8_length(scope) as u64)
+    })?;
+    let text = text.to_rust_string_lossy(scope);
     files(state, |scratch| scratch.write(name, text.as_bytes()))
 }
 

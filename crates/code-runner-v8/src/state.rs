@@ -9,6 +9,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
 use code_runner_core::caps::StreamBuffer;
@@ -16,9 +17,26 @@ use code_runner_core::{BindingError, Bindings};
 use serde_json::Value;
 
 use crate::files::Scratch;
+use crate::watchdog::Watch;
 
 /// Binding calls one runtime may have in flight; one more is refused in the guest.
 pub const MAX_CALLS_IN_FLIGHT: usize = 1024;
+/// JSON bytes of the arguments of one runtime's binding calls in flight
+/// (each holds its argument as a host tree until answered); a call that
+/// would pass it is refused in the guest. Four arguments of the largest size.
+pub const MAX_ARGUMENT_BYTES_IN_FLIGHT: u64 =
+    4 * code_runner_core::json::MAX_GUEST_JSON_BYTES as u64;
+/// JSON values of the arguments of one runtime's binding calls in flight
+/// (about 110 host bytes each as a tree): four arguments of the largest count.
+pub const MAX_ARGUMENT_VALUES_IN_FLIGHT: u64 = 4 * code_runner_core::json::MAX_JSON_VALUES as u64;
+
+/// A binding call started and not yet awaited: its answer and what its argument holds.
+pub struct PendingCall {
+    /// The host function's answer.
+    pub answer: tokio::sync::oneshot::Receiver<Result<Value, BindingError>>,
+    /// Its argument's JSON size and value count, released when it is answered.
+    pub weight: (u64, u64),
+}
 
 /// One turn's side of the shared state.
 pub struct TurnIo {
@@ -39,9 +57,13 @@ pub struct Io {
     /// Turns in flight, by marker.
     pub turns: BTreeMap<u32, TurnIo>,
     /// Binding calls started and not yet awaited, by call id.
-    pub calls: HashMap<u32, tokio::sync::oneshot::Receiver<Result<Value, BindingError>>>,
+    pub calls: HashMap<u32, PendingCall>,
     /// Binding calls started and not yet answered.
     pub in_flight: usize,
+    /// JSON bytes and values of the arguments of calls not yet answered.
+    pub in_flight_weight: (u64, u64),
+    /// This runtime's side of the watchdog: host walks ask it whether to stop.
+    pub watch: Arc<Watch>,
     next_call: u32,
     /// Where binding futures run: the caller's tokio runtime.
     pub host: tokio::runtime::Handle,
@@ -56,11 +78,13 @@ pub type SharedIo = Rc<RefCell<Io>>;
 
 impl Io {
     /// Fresh state for a runtime.
-    pub fn new(host: tokio::runtime::Handle, scratch: Scratch) -> SharedIo {
+    pub fn new(host: tokio::runtime::Handle, scratch: Scratch, watch: Arc<Watch>) -> SharedIo {
         Rc::new(RefCell::new(Io {
             turns: BTreeMap::new(),
             calls: HashMap::new(),
             in_flight: 0,
+            in_flight_weight: (0, 0),
+            watch,
             next_call: 0,
             host,
             scratch,
@@ -79,14 +103,28 @@ impl Io {
     }
 
     /// Keeps a started call's answer under a fresh id.
-    pub fn add_call(
-        &mut self,
-        answer: tokio::sync::oneshot::Receiver<Result<Value, BindingError>>,
-    ) -> u32 {
+    pub fn add_call(&mut self, call: PendingCall) -> u32 {
         let id = self.next_call;
         self.next_call = self.next_call.wrapping_add(1);
-        self.calls.insert(id, answer);
+        self.in_flight += 1;
+        self.in_flight_weight.0 += call.weight.0;
+        self.in_flight_weight.1 += call.weight.1;
+        self.calls.insert(id, call);
         id
+    }
+
+    /// A call was answered: it no longer counts as in flight.
+    pub fn answered(&mut self, weight: (u64, u64)) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.in_flight_weight.0 = self.in_flight_weight.0.saturating_sub(weight.0);
+        self.in_flight_weight.1 = self.in_flight_weight.1.saturating_sub(weight.1);
+    }
+
+    /// No turn is left: calls nobody will await are forgotten.
+    pub fn forget_calls(&mut self) {
+        self.calls.clear();
+        self.in_flight = 0;
+        self.in_flight_weight = (0, 0);
     }
 }
 

@@ -10,10 +10,9 @@ use std::time::{Duration, Instant};
 use code_runner_core::{AbortSignal, Bindings, Completion, Task, TurnEnding};
 use serde_json::{Value, json};
 
-use crate::convert::{self, Converted};
+use crate::convert::{self, Converted, Limits};
 use crate::isolate::Isolate;
-use crate::ops::MAX_TRANSFER_BYTES;
-use crate::state::ObjectPrototype;
+use crate::state::{ObjectPrototype, SharedIo};
 
 /// The name guest programs run under, in stack traces.
 pub const PROGRAM_NAME: &str = "run.js";
@@ -204,14 +203,33 @@ fn launch_program(
     }
 }
 
-/// Node's rendering of a syntax error: where, the line, a caret, the error.
+/// Longest error text the host carries out of an isolate into a turn's
+/// outcome (the bootstrap caps what it formats at as many UTF-16 units).
+const MAX_ERROR_BYTES: usize = 64 * 1024;
+
+/// `text`, cut to [`MAX_ERROR_BYTES`] on a character boundary, saying how much went.
+pub fn capped(mut text: String) -> String {
+    if text.len() > MAX_ERROR_BYTES {
+        let mut cut = MAX_ERROR_BYTES;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let dropped = text.len() - cut;
+        text.truncate(cut);
+        text.push_str(&format!("… [{dropped} more bytes]"));
+    }
+    text
+}
+
+/// Node's rendering of a syntax error: where, the line, a caret, the error;
+/// V8's message quotes the offending token whole, so the text is capped.
 fn syntax_error(tc: &mut v8::PinnedRef<'_, v8::TryCatch<'_, '_, v8::HandleScope<'_>>>) -> String {
     let text = tc
         .exception()
         .map(|exception| exception.to_rust_string_lossy(tc))
         .unwrap_or_else(|| "SyntaxError".into());
     let Some(message) = tc.message() else {
-        return text;
+        return capped(text);
     };
     let line = message.get_line_number(tc).unwrap_or(0);
     let source_line = message
@@ -231,18 +249,24 @@ fn syntax_error(tc: &mut v8::PinnedRef<'_, v8::TryCatch<'_, '_, v8::HandleScope<
         " ".repeat(start.min(200)),
         "^".repeat(end.saturating_sub(start).clamp(1, 200))
     );
-    format!("{PROGRAM_NAME}:{line}\n{source_line}\n{caret}\n\n{text}")
+    capped(format!(
+        "{PROGRAM_NAME}:{line}\n{source_line}\n{caret}\n\n{text}"
+    ))
 }
 
-/// How a settled turn ended, or `None` while it runs.
-pub fn settled(isolate: &mut Isolate, turn: &Turn) -> Option<Settled> {
+/// How a settled turn ended, or `None` while it runs. A result of more
+/// than `max_bytes` of JSON (or [`MAX_JSON_VALUES`](code_runner_core::json::MAX_JSON_VALUES)
+/// values) is measured, never built.
+pub fn settled(isolate: &mut Isolate, turn: &Turn, max_bytes: u64) -> Option<Settled> {
     let promise = turn.promise.as_ref()?;
-    let prototype = isolate
-        .runtime
-        .op_state()
-        .borrow()
-        .try_borrow::<ObjectPrototype>()
-        .map(|p| p.0.clone())?;
+    let (prototype, watch) = {
+        let state = isolate.runtime.op_state();
+        let state = state.borrow();
+        let prototype = state.try_borrow::<ObjectPrototype>()?.0.clone();
+        let watch = state.try_borrow::<SharedIo>()?.borrow().watch.clone();
+        (prototype, watch)
+    };
+    let stopped = || watch.stop_requested();
     let describe = isolate.internals.describe_thrown.clone();
     deno_core::scope!(scope, &mut isolate.runtime);
     v8::tc_scope!(let tc, scope);
@@ -252,13 +276,17 @@ pub fn settled(isolate: &mut Isolate, turn: &Turn) -> Option<Settled> {
         v8::PromiseState::Fulfilled if !turn.has_value => Some(Settled::Value(Completion::Absent)),
         v8::PromiseState::Fulfilled => {
             let value = promise.result(tc);
+            let limits = Limits::bytes(max_bytes);
             let completion =
-                match convert::to_json(tc, value, &prototype, "the result", MAX_TRANSFER_BYTES) {
-                    Converted::Value(value) => Completion::Value(value),
+                match convert::to_json(tc, value, &prototype, "the result", limits, &stopped) {
+                    Converted::Value { json, .. } => Completion::Value(json),
                     Converted::Undefined => Completion::Absent,
                     Converted::NotJson(why) => Completion::NotJson(why),
-                    Converted::Oversize { bytes, shape } => Completion::Oversize { bytes, shape },
+                    Converted::Oversize { bytes, shape, .. } => {
+                        Completion::Oversize { bytes, shape }
+                    }
                     Converted::Threw if tc.has_terminated() => return Some(Settled::Terminated),
+                    Converted::Stopped => return Some(Settled::Terminated),
                     Converted::Threw => {
                         Completion::NotJson("reading the result threw an exception".into())
                     }

@@ -166,6 +166,13 @@ impl Watch {
         (raw >> 8 == generation || stop == Stop::Close).then_some(stop)
     }
 
+    /// Whether a stop is waiting to be handled (a deadline, an abort, a
+    /// close, the heap): host code walking a guest value without running
+    /// JavaScript, which V8 cannot interrupt, asks this to give up in time.
+    pub fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::SeqCst) != 0 || self.heap.load(Ordering::SeqCst)
+    }
+
     /// Closing: stops JavaScript now (if any runs) and refuses to run more.
     pub fn close(&self) {
         self.closing.store(true, Ordering::SeqCst);

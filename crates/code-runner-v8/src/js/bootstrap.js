@@ -326,8 +326,18 @@ async function filesCall(member, work, ErrorClass, memberProperty) {
   }
 }
 
+/** Longest file name, in UTF-8 bytes (`files::MAX_NAME_BYTES`). */
+const MAX_NAME_BYTES = 255;
+
 function checkName(member, name) {
   if (typeof name !== "string") throw new TypeErrorCtor(`iii.files.${member}(name…): name must be a string`);
+  // Refused here, before the host copies it (or measures it, which flattens
+  // it): a name has at least as many UTF-8 bytes as UTF-16 units.
+  if (name.length > MAX_NAME_BYTES) {
+    const error = new ErrorCtor(`iii.files: a name is at most ${MAX_NAME_BYTES} bytes, this one has ${name.length} characters`);
+    error.code = "code-runner::invalid_request";
+    throw error;
+  }
   return name;
 }
 

@@ -100,8 +100,7 @@ impl Engine {
         let (quota_hit, denied) = {
             let mut io = self.io.borrow_mut();
             if io.turns.is_empty() {
-                io.calls.clear();
-                io.in_flight = 0;
+                io.forget_calls();
             }
             io.scratch.take_flags()
         };
@@ -139,22 +138,6 @@ impl Engine {
             denied,
         });
     }
-}
-
-/// Longest error text carried from the embedding layer into a turn's outcome.
-const MAX_ERROR_BYTES: usize = 64 * 1024;
-
-pub(super) fn capped(mut text: String) -> String {
-    if text.len() > MAX_ERROR_BYTES {
-        let mut cut = MAX_ERROR_BYTES;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let dropped = text.len() - cut;
-        text.truncate(cut);
-        text.push_str(&format!("… [{dropped} more bytes]"));
-    }
-    text
 }
 
 pub(super) fn exited_with(text: String) -> TurnEnding {

@@ -23,10 +23,10 @@ mod ending;
 
 use crate::files::{FilesLimits, Scratch};
 use crate::isolate::{self, Isolate, IsolateLimits};
+use crate::ops::MAX_TRANSFER_BYTES;
 use crate::state::{Io, SharedIo, TurnIo};
-use crate::turn::{self, Internal, InternalArg, Launch, Settled, Turn};
+use crate::turn::{self, Internal, InternalArg, Launch, Settled, Turn, capped};
 use crate::watchdog::{TICK, Watch};
-use ending::capped;
 
 /// A request to the runtime thread.
 pub enum Command {
@@ -92,6 +92,9 @@ struct Engine {
     next_marker: u32,
     generation: u64,
     installed: Option<String>,
+    /// The largest result built on the host: `max_result_bytes`, at most
+    /// [`MAX_TRANSFER_BYTES`](crate::ops::MAX_TRANSFER_BYTES).
+    result_limit: u64,
 }
 
 impl Engine {
@@ -107,7 +110,13 @@ impl Engine {
                 boot.options.work_dir.display()
             )
         })?;
-        let io = Io::new(boot.host.clone(), scratch);
+        let io = Io::new(boot.host.clone(), scratch, boot.watch.clone());
+        let result_limit = boot
+            .options
+            .max_result_bytes
+            .map_or(MAX_TRANSFER_BYTES, |cap| {
+                (cap as u64).min(MAX_TRANSFER_BYTES)
+            });
         let mut engine = Engine {
             boot,
             isolate: None,
@@ -116,6 +125,7 @@ impl Engine {
             next_marker: 1,
             generation: 0,
             installed: None,
+            result_limit,
         };
         engine.ensure_isolate()?;
         Ok(engine)
@@ -279,7 +289,7 @@ impl Engine {
             } else {
                 match self.isolate.as_mut().and_then(|isolate| {
                     let _js = self.boot.watch.enter();
-                    turn::settled(isolate, &self.turns[index])
+                    turn::settled(isolate, &self.turns[index], self.result_limit)
                 }) {
                     Some(Settled::Threw(text)) => {
                         if let Some(io) = self.io.borrow_mut().turns.get_mut(&marker) {

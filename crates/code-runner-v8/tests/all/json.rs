@@ -47,7 +47,7 @@ async fn values_json_cannot_carry_are_not_json() {
         ("return new Proxy({}, {})", "is a Proxy"),
         (
             "let v = []; for (let i = 0; i < 300; i++) v = [v]; return v",
-            "nested more than 200",
+            "nested more than 100",
         ),
     ] {
         let out = rt.run(turn(program)).await;

@@ -13,7 +13,7 @@ use code_runner_core::{
 };
 use serde_json::json;
 
-use crate::{exception, runtime, runtime_with, turn, value};
+use crate::{exception, in_child, runtime, runtime_with, turn, value};
 
 /// "Stopped on time" for a sub-second budget, generous for a busy machine.
 const ON_TIME: Duration = Duration::from_secs(5);
@@ -166,23 +166,6 @@ async fn stack_overflow_is_a_range_error() {
         json!("recovered")
     );
     rt.close().await;
-}
-
-/// Runs the ignored test `name` of this binary in a child process and
-/// asserts it passed: a regression that aborts kills the child only.
-fn in_child(name: &str) {
-    let exe = std::env::current_exe().expect("the test binary");
-    let output = std::process::Command::new(exe)
-        .args(["--exact", name, "--ignored", "--test-threads=1"])
-        .output()
-        .expect("run the child test");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success() && stdout.contains("1 passed"),
-        "child test {name} failed ({}):\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
 }
 
 /// A heap bomb is `resource_exhausted` naming the limit, not a process abort;

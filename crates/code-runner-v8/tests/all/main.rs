@@ -7,6 +7,7 @@
 mod basics;
 mod bindings;
 mod files;
+mod hostile;
 mod isolation;
 mod json;
 mod limits;
@@ -95,4 +96,21 @@ pub fn exception(outcome: &TurnOutcome) -> String {
             outcome.stderr.render()
         ),
     }
+}
+
+/// Runs the ignored test `name` of this binary in a child process and
+/// asserts it passed: a regression that aborts kills the child only.
+pub fn in_child(name: &str) {
+    let exe = std::env::current_exe().expect("the test binary");
+    let output = std::process::Command::new(exe)
+        .args(["--exact", name, "--ignored", "--test-threads=1"])
+        .output()
+        .expect("run the child test");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "child test {name} failed ({}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

@@ -28,6 +28,7 @@ mod nesting;
 mod node;
 mod node_engine;
 mod node_guest;
+mod node_hardening;
 mod node_register;
 mod register;
 mod run;

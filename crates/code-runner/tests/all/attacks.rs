@@ -88,7 +88,15 @@ async fn calls_queued_on_one_kept_runtime_are_bounded() {
         .map(|_| {
             let (server, id, refused) = (server.clone(), id.clone(), refused.clone());
             tokio::spawn(async move {
-                let answer = server.run_on(&id, "result = 1").await;
+                // Each caller blocks like the blocker: whichever reaches the
+                // runtime first holds it, so the count of refusals does not
+                // depend on the order in which the 81 calls arrive.
+                let answer = server
+                    .call(
+                        "code-runner::run",
+                        json!({"runtime_id": id, "code": "time.sleep(60)", "timeout_ms": 30_000}),
+                    )
+                    .await;
                 if answer.error_code() == Some("code-runner::capacity") {
                     assert!(
                         answer.error_message().contains("calls already wait"),

@@ -42,6 +42,14 @@ enum TriggerAction {
     Void,
 }
 
+/// How long a call that ran out of the run's time holds its answer past the
+/// run's deadline, so the engine's stop, not the call's rejection, ends the
+/// turn (the rejection reaches only a guest the engine failed to stop).
+const RUN_DEADLINE_GRACE: Duration = Duration::from_millis(1000);
+
+/// A call's timeout this close to the run's deadline is the run's own.
+const RUN_DEADLINE_NEAR: Duration = Duration::from_millis(50);
+
 /// `iii.trigger`: a bus call that passes the bridge first, whose budget is
 /// clamped to what is left of the calling turn.
 pub(super) async fn trigger(
@@ -94,20 +102,37 @@ pub(super) async fn trigger(
     }
     let function_id = request.function_id;
     match request.action {
-        None => match route(&inner, &function_id, payload, caller, budget).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(err)) => Err(BindingError {
-                code: Some(err.code),
-                message: err.message,
-            }),
-            Err(_) => Err(BindingError {
-                code: Some(ErrorCode::Timeout.as_str().into()),
-                message: format!(
-                    "iii.trigger({function_id}) got no answer within {} ms",
-                    budget.as_millis()
-                ),
-            }),
-        },
+        None => {
+            let answer = route(&inner, &function_id, payload, caller, budget).await;
+            let timed_out = match &answer {
+                Err(_) => true,
+                Ok(Err(err)) => err.code == ErrorCode::Timeout.as_str(),
+                Ok(Ok(_)) => false,
+            };
+            // A timeout that comes as the run's own time runs out is the
+            // run's: its deadline, not a rejection the guest could race it
+            // with, ends the turn.
+            let run_left = call.deadline.saturating_duration_since(Instant::now());
+            if timed_out && run_left < RUN_DEADLINE_NEAR {
+                // The engine stops the turn at the deadline; the answer
+                // below only reaches a guest that outlived it.
+                tokio::time::sleep_until((call.deadline + RUN_DEADLINE_GRACE).into()).await;
+            }
+            match answer {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(err)) => Err(BindingError {
+                    code: Some(err.code),
+                    message: err.message,
+                }),
+                Err(_) => Err(BindingError {
+                    code: Some(ErrorCode::Timeout.as_str().into()),
+                    message: format!(
+                        "iii.trigger({function_id}) got no answer within {} ms",
+                        budget.as_millis()
+                    ),
+                }),
+            }
+        }
         Some(TriggerAction::Void) => {
             // Answered at once; the call runs on within the turn's budget,
             // and at most MAX_FIRE_AND_FORGET of a turn's at a time, whether

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::util::Server;
+use crate::util::{Server, TIMEOUT};
 
 /// The quickstart: a value comes back, and a one-shot response has no
 /// `runtime_id` key at all (absent, not null: there is nothing to address).
@@ -175,5 +175,56 @@ async fn result_under_the_cap_comes_back_whole() {
     let list = body["result"].as_array().expect("an array, not a marker");
     assert_eq!(list.len(), 1000);
     assert_eq!(list[999], 999);
+    server.assert_still_serves().await;
+}
+
+/// A guest's `iii.trigger` whose budget is the rest of the run times out as
+/// the run does; the guest must not get a rejection to catch and answer a
+/// success with just before its own deadline. The run is
+/// `code-runner::timeout`, in both languages, one-shot and kept (before,
+/// the call's clamped budget ran out a moment before the run's and a guest
+/// that caught it finished with exit 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trigger_cut_by_the_run_deadline_is_the_runs_timeout() {
+    let server = Server::start().await;
+    let sleeper =
+        json!({"lang": "python", "code": "import time\ntime.sleep(60)", "timeout_ms": 60_000});
+    let node = format!(
+        "try {{ await iii.trigger({{function_id: 'code-runner::run', payload: {sleeper}}}); }} \
+         catch (err) {{ return 'caught ' + err.code; }}"
+    );
+    let python = format!(
+        "try:\n    iii.trigger({{'function_id': 'code-runner::run', 'payload': {sleeper}}})\n\
+         except IIIError as err:\n    result = 'caught ' + err.code"
+    );
+    // The race was close (lost about one time in three), so try it often.
+    let tries = [("node", &node), ("python", &python)].repeat(4);
+    for (lang, code) in tries {
+        let answer = server
+            .call(
+                "code-runner::run",
+                json!({"lang": lang, "code": code, "timeout_ms": 400}),
+            )
+            .await;
+        answer.assert_error(TIMEOUT, "400 ms");
+        let id = server
+            .call(
+                "code-runner::run",
+                json!({"lang": lang, "code": "1", "keep": true}),
+            )
+            .await
+            .ok()["runtime_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let answer = server
+            .call(
+                "code-runner::run",
+                json!({"runtime_id": id, "code": code, "timeout_ms": 400}),
+            )
+            .await;
+        answer.assert_error(TIMEOUT, "400 ms");
+        server.teardown(&id).await.ok();
+    }
     server.assert_still_serves().await;
 }

@@ -12,6 +12,8 @@ use std::ffi::c_void;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use crate::watchdog::Watch;
+
 /// Alignment of every backing store handed to V8 (what malloc guarantees).
 const ALIGN: usize = 16;
 
@@ -137,6 +139,92 @@ pub fn allocator(budget: &Arc<ExternalBudget>) -> v8::UniqueRef<v8::Allocator> {
     // SAFETY: `handle` is a live `Arc` whose count the allocator now owns;
     // `VTABLE`'s functions take it as `&ExternalBudget` and release it in `drop`.
     unsafe { v8::new_rust_allocator(handle, &VTABLE) }
+}
+
+/// How many times a refused ArrayBuffer may grow the heap limit by 1 MiB
+/// (see [`near_heap_limit`]): the heap cap drifts by at most this.
+const MAX_EXTERNAL_GRANTS: u32 = 32;
+
+/// How many times a full heap may be granted room to unwind. The first
+/// grant terminates the guest's JavaScript and condemns the isolate; the
+/// rest only cover allocations already under way when V8 stops it.
+const MAX_HEAP_GRANTS: u32 = 8;
+
+/// The largest single object V8 makes on its heap: a two-byte string of
+/// `String::kMaxLength` (2^29 - 24) units, or a FixedArray of 2^27 slots;
+/// 1 GiB either way. V8 admits the first object of its young large-object
+/// space whatever its size (a 1 GiB string in a 128 MiB heap), so a grant
+/// must leave room for one such object past what the heap holds now.
+const LARGEST_OBJECT: usize = 1 << 30;
+
+/// What the near-heap-limit callback needs: the isolate (for its real heap
+/// size), its watch (to stop it) and the external budget (to tell an
+/// ArrayBuffer refusal from a full heap).
+pub struct HeapGuard {
+    watch: Arc<Watch>,
+    external: Arc<ExternalBudget>,
+    isolate: v8::UnsafeRawIsolatePtr,
+    external_grants: u32,
+    heap_grants: u32,
+}
+
+impl HeapGuard {
+    /// The guard of the isolate behind `isolate`.
+    pub fn new(
+        watch: Arc<Watch>,
+        external: Arc<ExternalBudget>,
+        isolate: v8::UnsafeRawIsolatePtr,
+    ) -> Self {
+        HeapGuard {
+            watch,
+            external,
+            isolate,
+            external_grants: 0,
+            heap_grants: 0,
+        }
+    }
+}
+
+/// V8's near-heap-limit callback: answers the new limit.
+///
+/// A refused ArrayBuffer (external memory, not a full heap) makes V8 run a
+/// last-resort collection that lands here: that gets a little room (never
+/// the same limit) and condemns nothing; the guest gets its RangeError.
+///
+/// Otherwise the heap is full: the isolate is condemned and its JavaScript
+/// terminated, and the new limit leaves room for what the heap really holds
+/// now plus one largest object, because a limit below what the heap holds
+/// (or below an allocation in progress) is V8's fatal out-of-memory abort of
+/// the whole process. V8 stops the guest at its next interrupt check, so
+/// only allocations already under way use the room; [`MAX_HEAP_GRANTS`]
+/// bounds how often it is given.
+///
+/// # Safety
+/// `data` is the `HeapGuard` registered with this callback, alive as long
+/// as its isolate; V8 calls this on the isolate's own thread.
+pub unsafe extern "C" fn near_heap_limit(
+    data: *mut c_void,
+    current: usize,
+    initial: usize,
+) -> usize {
+    // SAFETY: see above; nothing else holds the guard while V8 runs.
+    let guard = unsafe { &mut *data.cast::<HeapGuard>() };
+    if guard.external.take_refused() && guard.external_grants < MAX_EXTERNAL_GRANTS {
+        guard.external_grants += 1;
+        return current.saturating_add(1 << 20);
+    }
+    guard.watch.heap_exhausted();
+    if guard.heap_grants >= MAX_HEAP_GRANTS {
+        return current;
+    }
+    guard.heap_grants += 1;
+    // SAFETY: the isolate is alive (V8 is calling into it from its thread).
+    let mut isolate = unsafe { v8::Isolate::from_raw_isolate_ptr(guard.isolate) };
+    let held = isolate.get_heap_statistics().total_heap_size();
+    current
+        .max(held)
+        .saturating_add(initial.max(32 << 20))
+        .saturating_add(LARGEST_OBJECT)
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use std::sync::{Arc, OnceLock};
 
 use deno_core::{JsRuntime, JsRuntimeForSnapshot, RuntimeOptions};
 
+use crate::codegen;
 use crate::heap::{self, ExternalBudget};
 use crate::loader::{BOOTSTRAP_NAME, ScratchLoader};
 use crate::ops;
@@ -24,19 +25,26 @@ const BOOTSTRAP: &str = concat!(
     "((globalThis) => {\n\"use strict\";\n",
     include_str!("js/inspect.js"),
     include_str!("js/format.js"),
+    include_str!("js/clone.js"),
+    include_str!("js/limits.js"),
     include_str!("js/bootstrap.js"),
     "\n})(globalThis);\n"
 );
 
 /// Names deleted from the global object before any guest code runs:
-/// deno_core's namespaces, the bootstrap's handle, and WebAssembly (V8
-/// installs it into every context it deserializes; its memories are outside
-/// both `heap_mb` and `external_mb`).
-const HIDDEN_GLOBALS: [&str; 4] = ["Deno", "__bootstrap", "__code_runner__", "WebAssembly"];
-
-/// How many times a refused ArrayBuffer may grow the heap limit by 1 MiB
-/// (see the near-heap-limit callback): the heap cap drifts by at most this.
-const MAX_EXTERNAL_GRANTS: u32 = 32;
+/// deno_core's namespaces, the bootstrap's handle, WebAssembly (V8 installs
+/// it into every context it deserializes; its memories are outside both
+/// `heap_mb` and `external_mb`), and SharedArrayBuffer with Atomics (a
+/// growable SAB is committed outside `external_mb`, and memory shared across
+/// threads has no use where every runtime is one thread: nothing can share it).
+const HIDDEN_GLOBALS: [&str; 6] = [
+    "Deno",
+    "__bootstrap",
+    "__code_runner__",
+    "WebAssembly",
+    "SharedArrayBuffer",
+    "Atomics",
+];
 
 /// Initialises V8 once per process, in normal (not snapshotting) mode.
 pub fn init_v8() {
@@ -101,6 +109,11 @@ pub struct Isolate {
     pub loader: Rc<ScratchLoader>,
     /// The off-heap budget (shared with the allocator V8 owns).
     pub external: Arc<ExternalBudget>,
+    /// Longest source one compile may take ([`codegen::max_source_units`]).
+    pub max_source: usize,
+    /// The near-heap-limit callback's state: V8 holds a pointer to it, so it
+    /// is dropped after `runtime` (fields drop in order).
+    _heap_guard: Box<heap::HeapGuard>,
 }
 
 /// Boots an isolate from the snapshot with `limits`, wired to `io` and `watch`.
@@ -118,7 +131,8 @@ pub fn boot(
     let params = v8::CreateParams::default()
         .heap_limits(0, heap_bytes)
         .array_buffer_allocator(heap::allocator(&external));
-    let loader = Rc::new(ScratchLoader::new(io.clone()));
+    let max_source = codegen::max_source_units(limits.heap_mb);
+    let loader = Rc::new(ScratchLoader::new(io.clone(), max_source));
     let mut runtime = JsRuntime::try_new(RuntimeOptions {
         startup_snapshot: Some(snapshot),
         extensions: vec![ops::extension()],
@@ -130,38 +144,33 @@ pub fn boot(
     runtime.op_state().borrow_mut().put(io.clone());
     let handle = runtime.v8_isolate().thread_safe_handle();
     watch.set_isolate(Some(handle));
-    let heap_watch = watch.clone();
-    let pressure = external.clone();
-    let mut external_grants = 0u32;
-    runtime.add_near_heap_limit_callback(move |current, initial| {
-        // V8 also calls this from the last-resort collection it runs when
-        // the ArrayBuffer allocator refused an allocation: that is external
-        // memory, not a full heap, so it grants a little room (never the
-        // same limit) and condemns nothing; the guest gets its RangeError.
-        if pressure.take_refused() && external_grants < MAX_EXTERNAL_GRANTS {
-            external_grants += 1;
-            return current.saturating_add(1 << 20);
-        }
-        // The heap is full: record why, stop the JavaScript, and grant room
-        // to unwind. The same limit again would be a fatal out-of-memory
-        // abort of the whole process.
-        heap_watch.heap_exhausted();
-        current.saturating_add(initial.max(32 << 20))
-    });
+    let mut heap_guard = Box::new(heap::HeapGuard::new(
+        watch.clone(),
+        external.clone(),
+        // SAFETY: the pointer is only used by the callback, while the isolate lives.
+        unsafe { runtime.v8_isolate().as_raw_isolate_ptr() },
+    ));
+    let data: *mut heap::HeapGuard = &mut *heap_guard;
+    runtime
+        .v8_isolate()
+        .add_near_heap_limit_callback(heap::near_heap_limit, data.cast());
     runtime.v8_isolate().set_allow_atomics_wait(false);
-    let internals = take_internals(&mut runtime)?;
+    let internals = take_internals(&mut runtime, max_source)?;
     Ok(Isolate {
         internals,
         runtime,
         loader,
         external,
+        max_source,
+        _heap_guard: heap_guard,
     })
 }
 
-fn take_internals(runtime: &mut JsRuntime) -> Result<Internals, String> {
+fn take_internals(runtime: &mut JsRuntime, max_source: usize) -> Result<Internals, String> {
     let prototype;
     let internals = {
         deno_core::scope!(scope, runtime);
+        codegen::bound(scope, max_source);
         let global = scope.get_current_context().global(scope);
         let key = v8::String::new(scope, "__code_runner__").ok_or("no key")?;
         let object: v8::Local<v8::Object> = global

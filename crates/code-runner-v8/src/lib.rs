@@ -37,6 +37,7 @@
 
 #![deny(missing_docs)]
 
+mod codegen;
 mod convert;
 mod files;
 mod heap;

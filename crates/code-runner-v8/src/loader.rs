@@ -30,14 +30,17 @@ const DEFINE_PREFIX: &str = "code-runner:define/";
 pub struct ScratchLoader {
     io: SharedIo,
     defines: RefCell<HashMap<String, String>>,
+    /// Longest module source compiled, in bytes ([`crate::codegen::max_source_units`]).
+    max_source: usize,
 }
 
 impl ScratchLoader {
     /// A loader over `io`'s scratch directory.
-    pub fn new(io: SharedIo) -> Self {
+    pub fn new(io: SharedIo, max_source: usize) -> Self {
         ScratchLoader {
             io,
             defines: RefCell::new(HashMap::new()),
+            max_source,
         }
     }
 
@@ -147,6 +150,18 @@ impl ModuleLoader for ScratchLoader {
                         })
                 })
         };
+        // Compiling takes zone memory outside the heap cap, in proportion to the source.
+        let source = source.and_then(|code| {
+            if code.len() > self.max_source {
+                Err(JsErrorBox::range_error(format!(
+                    "a module compiled in this runtime is limited to {} bytes of source; this one has {}",
+                    self.max_source,
+                    code.len()
+                )))
+            } else {
+                Ok(code)
+            }
+        });
         let module_type = match options.requested_module_type {
             RequestedModuleType::Json => ModuleType::Json,
             _ => ModuleType::JavaScript,

@@ -129,7 +129,13 @@ pub fn launch(isolate: &mut Isolate, marker: u32, task: Task) -> Launch {
     let internals = &isolate.internals;
     let (function, args): (v8::Global<v8::Function>, Vec<String>) = match task {
         Task::Program(source) => {
-            return launch_program(runtime, marker, &source, &internals.noop);
+            return launch_program(
+                runtime,
+                marker,
+                &source,
+                &internals.noop,
+                isolate.max_source,
+            );
         }
         Task::Define { key, source } => {
             let specifier = isolate.loader.add_define(marker, source);
@@ -161,7 +167,15 @@ fn launch_program(
     marker: u32,
     source: &str,
     noop: &v8::Global<v8::Function>,
+    max_source: usize,
 ) -> Launch {
+    // Compiling takes zone memory outside the heap cap, in proportion to the source.
+    if source.len() > max_source && source.encode_utf16().count() > max_source {
+        return Launch::Failed(format!(
+            "RangeError: a program is limited to {max_source} characters in this runtime (a 128th of heap_mb); this one has {}",
+            source.encode_utf16().count()
+        ));
+    }
     deno_core::scope!(scope, runtime);
     v8::tc_scope!(let tc, scope);
     let wrapped = format!("{PROGRAM_PREFIX}{source}{PROGRAM_SUFFIX}");

@@ -61,6 +61,8 @@ struct Armed {
     deadline: Option<Instant>,
     aborts: Vec<AbortSignal>,
     generation: u64,
+    /// Each turn's marker and deadline, when more than one turn is in flight.
+    turns: Vec<(u32, Instant)>,
 }
 
 /// One runtime's side of the watchdog.
@@ -74,6 +76,8 @@ pub struct Watch {
     heap: AtomicBool,
     /// `generation << 8 | stop code`, 0 for none.
     stop: AtomicU64,
+    /// An interrupt asking whose JavaScript runs is on its way.
+    asking: AtomicBool,
 }
 
 impl Watch {
@@ -108,6 +112,13 @@ impl Watch {
             watchdog.wake.notify_one();
         }
         generation
+    }
+
+    /// The turns in flight by marker and deadline, so a deadline stops only
+    /// its own turn's JavaScript when several turns share the isolate (call
+    /// right before [`Watch::set_turns`]).
+    pub fn set_turn_deadlines(&self, turns: Vec<(u32, Instant)>) {
+        lock(&self.armed).turns = turns;
     }
 
     /// Marks the runtime thread as running JavaScript until the guard drops.
@@ -188,13 +199,14 @@ impl Watch {
     }
 
     /// The watchdog's check of this runtime; answers whether it has turns in flight.
-    fn check(&self, now: Instant) -> bool {
-        let (deadline, aborted, generation) = {
+    fn check(self: &Arc<Self>, now: Instant) -> bool {
+        let (deadline, aborted, generation, shared) = {
             let armed = lock(&self.armed);
             (
                 armed.deadline,
                 armed.aborts.iter().any(AbortSignal::is_aborted),
                 armed.generation,
+                armed.turns.len() > 1,
             )
         };
         let Some(deadline) = deadline else {
@@ -205,11 +217,83 @@ impl Watch {
                 self.request(Stop::Close, generation);
             } else if aborted {
                 self.request(Stop::Abort, generation);
-            } else if now >= deadline {
+            } else if now >= deadline && !shared {
                 self.request(Stop::Timeout, generation);
+            } else if now >= deadline {
+                self.ask_whose_js();
             }
         }
         true
+    }
+
+    /// Several turns share the isolate and one's deadline passed: the
+    /// JavaScript running now is stopped only if it belongs to a turn past
+    /// its deadline (or to none: a callback an ended turn left behind). V8
+    /// runs the interrupt on the runtime thread, inside that JavaScript,
+    /// where the turn's marker can be read. A turn past its deadline that is
+    /// not running is ended by its own thread as soon as the JavaScript
+    /// running yields.
+    fn ask_whose_js(self: &Arc<Self>) {
+        if self.asking.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let data = Arc::into_raw(self.clone())
+            .cast_mut()
+            .cast::<std::ffi::c_void>();
+        let asked = lock(&self.isolate)
+            .as_ref()
+            .is_some_and(|isolate| isolate.request_interrupt(whose_js, data));
+        if !asked {
+            self.asking.store(false, Ordering::SeqCst);
+            // SAFETY: `data` came from `Arc::into_raw` above and V8 will not use it.
+            drop(unsafe { Arc::from_raw(data.cast::<Watch>()) });
+        }
+    }
+}
+
+unsafe extern "C" {
+    /// The `v8` crate's own binding (crate-private there): a handle to the
+    /// isolate's current context, in the innermost handle scope.
+    fn v8__Isolate__GetCurrentContext(isolate: v8::UnsafeRawIsolatePtr) -> *const v8::Context;
+}
+
+/// The interrupt [`Watch::ask_whose_js`] requests.
+///
+/// # Safety
+/// `data` is an `Arc<Watch>` turned into a raw pointer for this one call;
+/// V8 calls this on the isolate's thread, inside its JavaScript.
+unsafe extern "C" fn whose_js(ptr: v8::UnsafeRawIsolatePtr, data: *mut std::ffi::c_void) {
+    // SAFETY: see above; this call owns the count `ask_whose_js` leaked.
+    let watch = unsafe { Arc::from_raw(data.cast::<Watch>()) };
+    watch.asking.store(false, Ordering::SeqCst);
+    // SAFETY: V8 is running this isolate's JavaScript on this thread now.
+    let mut isolate = unsafe { v8::Isolate::from_raw_isolate_ptr(ptr) };
+    let marker = {
+        v8::scope!(let handles, &mut isolate);
+        // SAFETY: the isolate is live and on this thread; the context handle
+        // is made in `handles`, which outlives its use below.
+        let raw = unsafe { v8__Isolate__GetCurrentContext(ptr) };
+        if raw.is_null() {
+            None
+        } else {
+            // SAFETY: `Local` is a `repr(C)` non-null pointer to a handle.
+            let context: v8::Local<'_, v8::Context> = unsafe { std::mem::transmute(raw) };
+            let scope = &mut v8::ContextScope::new(handles, context);
+            let data = scope.get_continuation_preserved_embedder_data();
+            data.is_uint32().then(|| data.uint32_value(scope)).flatten()
+        }
+    };
+    let now = Instant::now();
+    let (overdue, generation) = {
+        let armed = lock(&watch.armed);
+        let own = marker.and_then(|m| armed.turns.iter().find(|(t, _)| *t == m));
+        (
+            own.is_none_or(|(_, deadline)| now >= *deadline),
+            armed.generation,
+        )
+    };
+    if overdue {
+        watch.request(Stop::Timeout, generation);
     }
 }
 

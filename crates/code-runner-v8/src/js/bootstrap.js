@@ -21,12 +21,19 @@ const {
 } = core;
 const coreByteLength = core.byteLength;
 const coreDecode = core.decode;
-const coreStructuredClone = core.structuredClone;
+const structuredClone = makeStructuredClone(core);
 
 const ObjectCreate = Object.create;
 const ObjectFreeze = Object.freeze;
 const ObjectDefineProperty = Object.defineProperty;
-const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+const ObjectGetOwnPropertyDescriptorRaw = Object.getOwnPropertyDescriptor;
+const ObjectSetPrototypeOf = Object.setPrototypeOf;
+/** A descriptor with no prototype, so using it never reads a guest's Object.prototype. */
+const ObjectGetOwnPropertyDescriptor = (object, key) => {
+  const desc = ObjectGetOwnPropertyDescriptorRaw(object, key);
+  if (desc !== undefined) ObjectSetPrototypeOf(desc, null);
+  return desc;
+};
 const ObjectKeys = Object.keys;
 const ReflectApply = Reflect.apply;
 const ReflectDeleteProperty = Reflect.deleteProperty;
@@ -40,6 +47,7 @@ const NumberCtor = Number;
 const StringCtor = String;
 const Uint8ArrayCtor = Uint8Array;
 const MathMin = Math.min;
+const MathFloor = Math.floor;
 const MapCtor = Map;
 const MapGet = Map.prototype.get;
 const MapSet = Map.prototype.set;
@@ -50,8 +58,13 @@ const MapSizeGet = Object.getOwnPropertyDescriptor(Map.prototype, "size").get;
 const StringSlice = String.prototype.slice;
 const StringCharCodeAt = String.prototype.charCodeAt;
 const StringReplaceAll = String.prototype.replaceAll;
+const StringIsWellFormed = String.prototype.isWellFormed;
 const NumberToFixed = Number.prototype.toFixed;
 const fn = (f, self, ...args) => ReflectApply(f, self, args);
+/** Appends without [[Set]]: an index setter a guest put on Array.prototype is never called. */
+const append = (list, value) => {
+  ObjectDefineProperty(list, list.length, { __proto__: null, value, writable: true, enumerable: true, configurable: true });
+};
 
 const STDOUT = 1;
 const STDERR = 2;
@@ -215,13 +228,19 @@ function clearTimer(id) {
   }
 }
 
-/** Cancels the timers a finished turn left pending. */
+/**
+ * Cancels the timers a finished turn left pending. The host calls it after
+ * the turn answered: it touches nothing a guest can reach (no array, no
+ * prototype, only the captured Map methods and deno_core's op), and the host
+ * arms a deadline around it all the same.
+ */
 function endTurn(marker) {
-  const ids = [];
   fn(MapForEach, timerOwners, (owner, id) => {
-    if (owner === marker) ids[ids.length] = id;
+    if (owner === marker) {
+      fn(MapDelete, timerOwners, id);
+      cancelTimer(id);
+    }
   });
-  for (let i = 0; i < ids.length; i++) clearTimer(ids[i]);
 }
 
 // ---- web globals -----------------------------------------------------------
@@ -269,11 +288,12 @@ const globals = {
   clearImmediate: clearTimer,
   TextEncoder,
   TextDecoder,
-  performance: ObjectFreeze({ now: () => op_cr_now() }),
-  structuredClone: (value) => coreStructuredClone(value),
+  // Coarsened to 100 µs, as browsers do: isolates share one address space.
+  performance: ObjectFreeze({ now: () => MathFloor(op_cr_now() * 10) / 10 }),
+  structuredClone,
 };
 for (const name of ObjectKeys(globals)) {
-  ObjectDefineProperty(globalThis, name, { value: globals[name], writable: true, configurable: true, enumerable: false });
+  ObjectDefineProperty(globalThis, name, { __proto__: null, value: globals[name], writable: true, configurable: true, enumerable: false });
 }
 
 // ---- bindings --------------------------------------------------------------
@@ -281,9 +301,9 @@ for (const name of ObjectKeys(globals)) {
 function rejection(code, message, member, ErrorClass, memberProperty) {
   const text = code ? `${code}: ${message}` : message;
   const error = ErrorClass === null ? new ErrorCtor(text) : new ErrorClass(text);
-  ObjectDefineProperty(error, "code", { value: code ?? null, writable: true, configurable: true, enumerable: true });
+  ObjectDefineProperty(error, "code", { __proto__: null, value: code ?? null, writable: true, configurable: true, enumerable: true });
   if (ErrorClass !== null) {
-    ObjectDefineProperty(error, memberProperty, { value: member, writable: true, configurable: true, enumerable: true });
+    ObjectDefineProperty(error, memberProperty, { __proto__: null, value: member, writable: true, configurable: true, enumerable: true });
   }
   return error;
 }
@@ -329,14 +349,22 @@ async function filesCall(member, work, ErrorClass, memberProperty) {
 /** Longest file name, in UTF-8 bytes (`files::MAX_NAME_BYTES`). */
 const MAX_NAME_BYTES = 255;
 
+function invalidName(message) {
+  const error = new ErrorCtor(message);
+  ObjectDefineProperty(error, "code", { __proto__: null, value: "code-runner::invalid_request", writable: true, configurable: true, enumerable: true });
+  return error;
+}
+
 function checkName(member, name) {
   if (typeof name !== "string") throw new TypeErrorCtor(`iii.files.${member}(name…): name must be a string`);
   // Refused here, before the host copies it (or measures it, which flattens
   // it): a name has at least as many UTF-8 bytes as UTF-16 units.
+  // A lone surrogate has no UTF-8 form: converting it would name another file.
+  if (!fn(StringIsWellFormed, name)) {
+    throw invalidName("iii.files: a name must be well-formed UTF-16 (this one has a lone surrogate)");
+  }
   if (name.length > MAX_NAME_BYTES) {
-    const error = new ErrorCtor(`iii.files: a name is at most ${MAX_NAME_BYTES} bytes, this one has ${name.length} characters`);
-    error.code = "code-runner::invalid_request";
-    throw error;
+    throw invalidName(`iii.files: a name is at most ${MAX_NAME_BYTES} bytes, this one has ${name.length} characters`);
   }
   return name;
 }
@@ -362,14 +390,14 @@ function makeFiles(ErrorClass, memberProperty) {
   };
   const target = ObjectCreate(null);
   for (const name of ObjectKeys(files)) {
-    ObjectDefineProperty(target, name, { value: files[name], enumerable: true });
+    ObjectDefineProperty(target, name, { __proto__: null, value: files[name], enumerable: true });
   }
   return ObjectFreeze(target);
 }
 
 function makeErrorClass(name) {
   const ErrorClass = { [name]: class extends ErrorCtor {} }[name];
-  ObjectDefineProperty(ErrorClass.prototype, "name", { value: name, writable: true, configurable: true, enumerable: false });
+  ObjectDefineProperty(ErrorClass.prototype, "name", { __proto__: null, value: name, writable: true, configurable: true, enumerable: false });
   return ErrorClass;
 }
 
@@ -387,8 +415,8 @@ function install(specJson) {
   }
   installed = [];
   const define = (name, value) => {
-    installed[installed.length] = [name, ObjectGetOwnPropertyDescriptor(globalThis, name)];
-    ObjectDefineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
+    append(installed, [name, ObjectGetOwnPropertyDescriptor(globalThis, name)]);
+    ObjectDefineProperty(globalThis, name, { __proto__: null, value, writable: true, configurable: true, enumerable: false });
   };
   for (let i = 0; i < spec.length; i++) {
     const ns = spec[i];
@@ -401,7 +429,7 @@ function install(specJson) {
       define(ns.error_class.name, ErrorClass);
     }
     const target = ObjectCreate(null);
-    const member = (name, value) => ObjectDefineProperty(target, name, { value, enumerable: true });
+    const member = (name, value) => ObjectDefineProperty(target, name, { __proto__: null, value, enumerable: true });
     for (let j = 0; j < ns.functions.length; j++) {
       const name = ns.functions[j];
       member(name, { [name]: (args) => callBinding(global, name, args, ErrorClass, memberProperty) }[name]);
@@ -436,6 +464,8 @@ async function invoke(key, payloadJson) {
   if (handler === undefined) throw new ErrorCtor(`no handler is kept under ${JSONStringify(key)}`);
   return await handler(JSONParse(payloadJson));
 }
+
+installLimits(core, globalThis);
 
 ObjectDefineProperty(globalThis, "__code_runner__", {
   value: ObjectFreeze({

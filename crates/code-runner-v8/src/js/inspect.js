@@ -11,7 +11,15 @@ const makeInspect = (core) => {
   const ObjectGetPrototypeOf = Object.getPrototypeOf;
   const ObjectGetOwnPropertyNames = Object.getOwnPropertyNames;
   const ObjectGetOwnPropertySymbols = Object.getOwnPropertySymbols;
-  const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+  const ObjectGetOwnPropertyDescriptorRaw = Object.getOwnPropertyDescriptor;
+  const ObjectSetPrototypeOf = Object.setPrototypeOf;
+  // A descriptor with no prototype: reading its absent `get` or `value` never
+  // reaches a getter a guest put on Object.prototype.
+  const ObjectGetOwnPropertyDescriptor = (object, key) => {
+    const desc = ObjectGetOwnPropertyDescriptorRaw(object, key);
+    if (desc !== undefined) ObjectSetPrototypeOf(desc, null);
+    return desc;
+  };
   const ObjectKeys = Object.keys;
   const ObjectPrototype = Object.prototype;
   const ObjectPrototypeToString = Object.prototype.toString;
@@ -28,6 +36,11 @@ const makeInspect = (core) => {
   const NumberParseFloat = Number.parseFloat;
   const StringCtor = String;
   const call = (fn, self, ...args) => ReflectApply(fn, self, args);
+  // Appends without [[Set]]: an index setter a guest put on Array.prototype is never called.
+  const ObjectDefinePropertyOwn = Object.defineProperty;
+  const append = (list, value) => {
+    ObjectDefinePropertyOwn(list, list.length, { __proto__: null, value, writable: true, enumerable: true, configurable: true });
+  };
   const FunctionToString = Function.prototype.toString;
   const ErrorToString = Error.prototype.toString;
   const DateToISOString = Date.prototype.toISOString;
@@ -180,7 +193,7 @@ const makeInspect = (core) => {
     const dataLen = [];
     for (let i = 0; i < outputLength; i++) {
       const len = output[i].length;
-      dataLen[i] = len;
+      append(dataLen, len);
       totalLength += len + separatorSpace;
       if (maxLength < len) maxLength = len;
     }
@@ -203,7 +216,7 @@ const makeInspect = (core) => {
         for (let j = i; j < outputLength; j += columns) {
           if (dataLen[j] > lineLength) lineLength = dataLen[j];
         }
-        maxLineLength[maxLineLength.length] = lineLength + separatorSpace;
+        append(maxLineLength, lineLength + separatorSpace);
       }
       let padStart = true;
       if (value !== undefined) {
@@ -227,9 +240,9 @@ const makeInspect = (core) => {
         str += padStart
           ? call(StringPrototypePadStart, output[j], maxLineLength[j - i] - separatorSpace, " ")
           : output[j];
-        tmp[tmp.length] = str;
+        append(tmp, str);
       }
-      if (ctx.extra > 0) tmp[tmp.length] = output[outputLength];
+      if (ctx.extra > 0) append(tmp, output[outputLength]);
       return tmp;
     }
     return output;
@@ -282,12 +295,12 @@ const makeInspect = (core) => {
       const key = names[i];
       if (skipIndices && `${NumberParseInt(key, 10)}` === key) continue;
       const desc = ObjectGetOwnPropertyDescriptor(value, key);
-      if (desc !== undefined && desc.enumerable) out[out.length] = key;
+      if (desc !== undefined && desc.enumerable) append(out, key);
     }
     const symbols = ObjectGetOwnPropertySymbols(value);
     for (let i = 0; i < symbols.length; i++) {
       const desc = ObjectGetOwnPropertyDescriptor(value, symbols[i]);
-      if (desc !== undefined && desc.enumerable) out[out.length] = symbols[i];
+      if (desc !== undefined && desc.enumerable) append(out, symbols[i]);
     }
     return out;
   }
@@ -336,13 +349,13 @@ const makeInspect = (core) => {
         for (let i = 0; i < len; i++) {
           const desc = ObjectGetOwnPropertyDescriptor(value, i);
           if (desc === undefined) { holes++; continue; }
-          if (holes > 0) { output[output.length] = `<${holes} empty item${holes > 1 ? "s" : ""}>`; holes = 0; }
+          if (holes > 0) { append(output, `<${holes} empty item${holes > 1 ? "s" : ""}>`); holes = 0; }
           ctx.indentationLvl += 2;
-          output[output.length] = desc.get || desc.set ? formatProperty(ctx, value, recurseTimes, `${i}`, desc) : formatValue(ctx, desc.value, recurseTimes);
+          append(output, desc.get || desc.set ? formatProperty(ctx, value, recurseTimes, `${i}`, desc) : formatValue(ctx, desc.value, recurseTimes));
           ctx.indentationLvl -= 2;
         }
-        if (holes > 0) output[output.length] = `<${holes} empty item${holes > 1 ? "s" : ""}>`;
-        if (value.length > MAX_ARRAY) { extra = value.length - MAX_ARRAY; output[output.length] = `... ${extra} more item${extra > 1 ? "s" : ""}`; }
+        if (holes > 0) append(output, `<${holes} empty item${holes > 1 ? "s" : ""}>`);
+        if (value.length > MAX_ARRAY) { extra = value.length - MAX_ARRAY; append(output, `... ${extra} more item${extra > 1 ? "s" : ""}`); }
         return output;
       };
     } else if (isTypedArray(value)) {
@@ -353,8 +366,8 @@ const makeInspect = (core) => {
       formatter = () => {
         const output = [];
         const len = MathMin(length, MAX_ARRAY);
-        for (let i = 0; i < len; i++) output[output.length] = typeof value[i] === "bigint" ? `${value[i]}n` : formatNumber(value[i]);
-        if (length > MAX_ARRAY) { extra = length - MAX_ARRAY; output[output.length] = `... ${extra} more item${extra > 1 ? "s" : ""}`; }
+        for (let i = 0; i < len; i++) append(output, typeof value[i] === "bigint" ? `${value[i]}n` : formatNumber(value[i]));
+        if (length > MAX_ARRAY) { extra = length - MAX_ARRAY; append(output, `... ${extra} more item${extra > 1 ? "s" : ""}`); }
         return output;
       };
     } else if (isMap(value)) {
@@ -367,11 +380,11 @@ const makeInspect = (core) => {
           const step = call(IteratorNext, it);
           if (step.done) break;
           ctx.indentationLvl += 2;
-          output[output.length] = `${formatValue(ctx, step.value[0], recurseTimes)} => ${formatValue(ctx, step.value[1], recurseTimes)}`;
+          append(output, `${formatValue(ctx, step.value[0], recurseTimes)} => ${formatValue(ctx, step.value[1], recurseTimes)}`);
           ctx.indentationLvl -= 2;
         }
         const size = call(MapSize, value);
-        if (size > MAX_ARRAY) output[output.length] = `... ${size - MAX_ARRAY} more item${size - MAX_ARRAY > 1 ? "s" : ""}`;
+        if (size > MAX_ARRAY) append(output, `... ${size - MAX_ARRAY} more item${size - MAX_ARRAY > 1 ? "s" : ""}`);
         return output;
       };
     } else if (isSet(value)) {
@@ -384,11 +397,11 @@ const makeInspect = (core) => {
           const step = call(SetIteratorNext, it);
           if (step.done) break;
           ctx.indentationLvl += 2;
-          output[output.length] = formatValue(ctx, step.value, recurseTimes);
+          append(output, formatValue(ctx, step.value, recurseTimes));
           ctx.indentationLvl -= 2;
         }
         const size = call(SetSize, value);
-        if (size > MAX_ARRAY) output[output.length] = `... ${size - MAX_ARRAY} more item${size - MAX_ARRAY > 1 ? "s" : ""}`;
+        if (size > MAX_ARRAY) append(output, `... ${size - MAX_ARRAY} more item${size - MAX_ARRAY > 1 ? "s" : ""}`);
         return output;
       };
     } else {
@@ -399,7 +412,7 @@ const makeInspect = (core) => {
       } else if (isNativeError(value) || (value instanceof Error)) {
         base = errorBase(value);
         const kept = [];
-        for (let i = 0; i < keys.length; i++) if (keys[i] !== "stack" && keys[i] !== "message") kept[kept.length] = keys[i];
+        for (let i = 0; i < keys.length; i++) if (keys[i] !== "stack" && keys[i] !== "message") append(kept, keys[i]);
         keys = kept;
         if (keys.length === 0) return base;
         if (ctx.indentationLvl > 0) base = join(call(StringPrototypeSplit, base, "\n"), `\n${repeat(" ", ctx.indentationLvl)}`);
@@ -455,7 +468,7 @@ const makeInspect = (core) => {
       return `[${name === null ? "Object: null prototype" : (ArrayIsArray(value) ? "Array" : name)}]`;
     }
     recurseTimes += 1;
-    ctx.seen[ctx.seen.length] = value;
+    append(ctx.seen, value);
     ctx.currentDepth = recurseTimes;
     let output;
     const saved = ctx.extra;
@@ -463,7 +476,7 @@ const makeInspect = (core) => {
       output = formatter === null ? [] : formatter();
       for (let i = 0; i < keys.length; i++) {
         const desc = ObjectGetOwnPropertyDescriptor(value, keys[i]);
-        if (desc !== undefined) output[output.length] = formatProperty(ctx, value, recurseTimes, keys[i], desc);
+        if (desc !== undefined) append(output, formatProperty(ctx, value, recurseTimes, keys[i], desc));
       }
     } finally {
       ctx.seen.length -= 1;

@@ -206,6 +206,9 @@ impl Engine {
     /// Starts one turn: its output buffers, its bindings, its JavaScript.
     fn start(&mut self, spec: TurnSpec, reply: oneshot::Sender<TurnOutcome>) {
         let cap = spec.max_stream_bytes;
+        // A stop recorded since the last poll (a condemned heap above all)
+        // is handled first: a new turn never starts in a condemned isolate.
+        self.handle_stop();
         if let Err(message) = self.ensure_isolate() {
             let _ = reply.send(outcome(cap, TurnEnding::Faulted(Fault::Crashed(message))));
             return;
@@ -327,6 +330,12 @@ impl Engine {
     /// Tells the watchdog about the turns in flight now.
     fn rearm(&mut self) {
         let deadline = self.turns.iter().map(|t| t.deadline).min();
+        let turns = if self.turns.len() > 1 {
+            self.turns.iter().map(|t| (t.marker, t.deadline)).collect()
+        } else {
+            Vec::new()
+        };
+        self.boot.watch.set_turn_deadlines(turns);
         let aborts = self.turns.iter().map(|t| t.abort.clone()).collect();
         self.generation = self.boot.watch.set_turns(deadline, aborts);
     }

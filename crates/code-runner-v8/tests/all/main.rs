@@ -4,6 +4,7 @@
 //! below. The engine (V8's initialisation and the startup snapshot) is made
 //! once per process, behind a `Once`.
 
+mod abuse;
 mod basics;
 mod bindings;
 mod files;

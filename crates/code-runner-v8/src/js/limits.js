@@ -1,0 +1,123 @@
+// Guards on the built-ins whose memory no cap counts, installed once while
+// the startup snapshot is made (the originals are reachable only from these
+// closures afterwards):
+//
+// - ArrayBuffer: a resizable buffer (`maxByteLength`) is reserved and
+//   committed by V8 itself, outside the allocator that counts external_mb, so
+//   the option is refused. (SharedArrayBuffer and Atomics are removed from
+//   the global object at boot, as WebAssembly is.)
+// - RegExp: compiling a pattern takes zone memory outside both caps (a 3 MB
+//   pattern took 192 MiB), so a pattern compiled from a string is bounded by
+//   length wherever a string becomes a pattern: the constructor,
+//   `RegExp.prototype.compile`, and `String.prototype.match`, `matchAll` and
+//   `search` (which make a pattern of a non-RegExp argument).
+const installLimits = (core, globalThis) => {
+  const { isRegExp } = core;
+  const ReflectApply = Reflect.apply;
+  const ReflectConstruct = Reflect.construct;
+  const ObjectDefineProperty = Object.defineProperty;
+  const ObjectGetOwnPropertyNames = Object.getOwnPropertyNames;
+  const ObjectGetOwnPropertySymbols = Object.getOwnPropertySymbols;
+  const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+  const ObjectSetPrototypeOf = Object.setPrototypeOf;
+  const ObjectGetPrototypeOf = Object.getPrototypeOf;
+  const RangeErrorCtor = RangeError;
+  const TypeErrorCtor = TypeError;
+  const StringCtor = String;
+  const SymbolMatch = Symbol.match;
+  const SymbolMatchAll = Symbol.matchAll;
+  const SymbolSearch = Symbol.search;
+
+  /** Longest pattern compiled from a string, in UTF-16 units. */
+  const MAX_PATTERN = 65536;
+
+  // A constructor in place of `original`: same prototype object, same
+  // statics, and `original.prototype.constructor` pointing at it.
+  const replaceConstructor = (original, replacement, name) => {
+    ObjectSetPrototypeOf(replacement, ObjectGetPrototypeOf(original));
+    const keys = [...ObjectGetOwnPropertyNames(original), ...ObjectGetOwnPropertySymbols(original)];
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i];
+      if (key === "prototype" || key === "length" || key === "name" || key === "arguments" || key === "caller") continue;
+      const desc = ObjectGetOwnPropertyDescriptor(original, key);
+      ObjectSetPrototypeOf(desc, null);
+      ObjectDefineProperty(replacement, key, desc);
+    }
+    ObjectDefineProperty(replacement, "prototype", { __proto__: null, value: original.prototype, writable: false, enumerable: false, configurable: false });
+    ObjectDefineProperty(replacement, "name", { __proto__: null, value: name, configurable: true });
+    ObjectDefineProperty(original.prototype, "constructor", { __proto__: null, value: replacement, writable: true, enumerable: false, configurable: true });
+    ObjectDefineProperty(globalThis, name, { __proto__: null, value: replacement, writable: true, enumerable: false, configurable: true });
+  };
+
+  // ---- ArrayBuffer -----------------------------------------------------------
+
+  const OriginalArrayBuffer = ArrayBuffer;
+  const ArrayBufferGuard = function ArrayBuffer(length, options) {
+    if (new.target === undefined) throw new TypeErrorCtor("Constructor ArrayBuffer requires 'new'");
+    if (options !== null && typeof options === "object" && options.maxByteLength !== undefined) {
+      throw new RangeErrorCtor(
+        "resizable ArrayBuffers (maxByteLength) are not available in this sandbox: V8 commits their memory outside external_mb; allocate a fixed length instead",
+      );
+    }
+    return ReflectConstruct(OriginalArrayBuffer, [length], new.target);
+  };
+  replaceConstructor(OriginalArrayBuffer, ArrayBufferGuard, "ArrayBuffer");
+
+  // ---- RegExp ----------------------------------------------------------------
+
+  const checkPattern = (pattern) => {
+    if (pattern.length > MAX_PATTERN) {
+      throw new RangeErrorCtor(
+        `a regular expression compiled from a string is limited to ${MAX_PATTERN} characters in this sandbox; this pattern has ${pattern.length}`,
+      );
+    }
+    return pattern;
+  };
+  // A RegExp already exists, so its source was bounded; anything else is
+  // made a string here, once, and checked (no second conversion can differ).
+  const patternOf = (pattern) => {
+    if (pattern === undefined || isRegExp(pattern)) return pattern;
+    return checkPattern(StringCtor(pattern));
+  };
+
+  const OriginalRegExp = RegExp;
+  const RegExpGuard = function RegExp(pattern, flags) {
+    const checked = patternOf(pattern);
+    if (new.target === undefined) return ReflectApply(OriginalRegExp, undefined, [checked, flags]);
+    return ReflectConstruct(OriginalRegExp, [checked, flags], new.target);
+  };
+  replaceConstructor(OriginalRegExp, RegExpGuard, "RegExp");
+
+  const OriginalCompile = OriginalRegExp.prototype.compile;
+  ObjectDefineProperty(OriginalRegExp.prototype, "compile", {
+    __proto__: null,
+    value: { compile(pattern, flags) { return ReflectApply(OriginalCompile, this, [patternOf(pattern), flags]); } }.compile,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  });
+
+  // `String.prototype.match` and its kind, step by step as the standard has
+  // them: a matcher the argument carries is called (read once); otherwise
+  // the argument becomes a pattern, here bounded.
+  const wrapMatcher = (name, symbol) => {
+    const original = StringCtor.prototype[name];
+    const wrapper = {
+      [name](regexp) {
+        if (this === undefined || this === null) throw new TypeErrorCtor(`String.prototype.${name} called on null or undefined`);
+        if (regexp !== undefined && regexp !== null) {
+          const matcher = regexp[symbol];
+          if (matcher !== undefined && matcher !== null) {
+            if (name === "matchAll" && isRegExp(regexp)) return ReflectApply(original, this, [regexp]);
+            return ReflectApply(matcher, regexp, [this]);
+          }
+        }
+        return ReflectApply(original, this, [regexp === undefined ? undefined : checkPattern(StringCtor(regexp))]);
+      },
+    }[name];
+    ObjectDefineProperty(StringCtor.prototype, name, { __proto__: null, value: wrapper, writable: true, enumerable: false, configurable: true });
+  };
+  wrapMatcher("match", SymbolMatch);
+  wrapMatcher("matchAll", SymbolMatchAll);
+  wrapMatcher("search", SymbolSearch);
+};

@@ -1,0 +1,319 @@
+//! What a hostile guest tried against the engine (issue 16's review), each
+//! through real V8: the bootstrap under guest prototypes, allocations no cap
+//! counted, and compiles that took the host's memory. The cases whose
+//! regression aborts the process run in a child process (see [`in_child`]).
+
+use std::time::{Duration, Instant};
+
+use code_runner_core::{
+    BindingNamespace, Bindings, Fault, RuntimeOptions, TurnEnding, TurnOutcome, TurnSpec,
+};
+use serde_json::{Value, json};
+
+use crate::{exception, in_child, runtime, runtime_with, turn, value};
+
+/// "Answered in time" on a busy machine, for budgets well under a second.
+const IN_TIME: Duration = Duration::from_secs(10);
+
+fn heap_128() -> RuntimeOptions {
+    RuntimeOptions {
+        heap_mb: 128,
+        ..RuntimeOptions::default()
+    }
+}
+
+#[track_caller]
+fn assert_exhausted(out: &TurnOutcome) {
+    match &out.ending {
+        TurnEnding::Faulted(Fault::ResourceExhausted(_)) => {}
+        TurnEnding::Exited { exit_code: 1, .. } => {}
+        other => panic!(
+            "expected resource_exhausted or a caught error, got {other:?}; stderr: {}",
+            out.stderr.render()
+        ),
+    }
+}
+
+/// A turn with the worker's `iii` shape (the engine adds `files` to it).
+fn with_files(program: &str) -> TurnSpec {
+    let ns = BindingNamespace::new("iii")
+        .value("namespace", Value::Null)
+        .error_class("IIIError", "member");
+    let mut spec = turn(program);
+    spec.bindings = Bindings::new(vec![ns]).unwrap();
+    spec
+}
+
+/// Resident memory of this process, in MiB.
+fn rss_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb / 1024)
+}
+
+/// A 1 GiB string in a 128 MiB heap, twice in one run: it was allowed once
+/// (RSS +1 GiB) and the second one was V8's fatal out-of-memory abort of
+/// the whole process.
+#[test]
+fn a_string_larger_than_the_heap_never_aborts() {
+    in_child("abuse::child_huge_strings");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "run by a_string_larger_than_the_heap_never_aborts in a child process"]
+async fn child_huge_strings() {
+    let (rt, _dir) = runtime_with(heap_128()).await;
+    for program in [
+        r#"return "\u1234".repeat(2**29 - 24).indexOf("y")"#,
+        r#"let a = "\u1234".repeat(2**29 - 24).indexOf("y"); let b = "\u4321".repeat(2**29 - 24).indexOf("y"); return a + b"#,
+        r#"let s = "\u1234"; for (let i = 0; i < 28; i++) s += s; return s.indexOf("y") + s.slice(1).indexOf("z")"#,
+    ] {
+        let out = rt.run(turn(program)).await;
+        assert_exhausted(&out);
+        assert_eq!(value(&rt.run(turn("return 2 + 2")).await), json!(4));
+    }
+    rt.close().await;
+}
+
+/// Guest code ran inside the bootstrap after the deadline was disarmed: a
+/// setter on `Array.prototype[0]` and one pending timer made `endTurn`
+/// loop, the run never answered and a core spun until restart. The same
+/// poison on `Object.prototype` (`get`, `set`) broke every property
+/// descriptor the bootstrap made.
+#[tokio::test(flavor = "multi_thread")]
+async fn guest_prototypes_never_run_inside_the_bootstrap() {
+    let (rt, _dir) = runtime().await;
+    let poison = r#"
+        globalThis.hits = 0;
+        const trap = { set(v) { globalThis.hits++; for (;;) {} }, get() { globalThis.hits++; for (;;) {} }, configurable: true };
+        Object.defineProperty(Array.prototype, 0, trap);
+        Object.defineProperty(Array.prototype, 1, trap);
+        Object.defineProperty(Object.prototype, "get", { get() { globalThis.hits++; return () => 1; }, configurable: true });
+        Object.defineProperty(Object.prototype, "set", { get() { globalThis.hits++; return () => 1; }, configurable: true });
+        setTimeout(() => {}, 100000);
+        setTimeout(() => {}, 100000);
+        return 1;
+    "#;
+    let started = Instant::now();
+    let answered = tokio::time::timeout(Duration::from_secs(30), rt.run(turn(poison))).await;
+    let out = answered.expect("the poisoned turn answers (it never did)");
+    assert_eq!(value(&out), json!(1));
+    assert!(started.elapsed() < IN_TIME, "{:?}", started.elapsed());
+    // The next turns of the kept runtime run, print and throw as usual, and
+    // no bootstrap path touched the traps.
+    let out = rt
+        .run(turn("setTimeout(() => {}, 100000); console.log('x', [1, 2], {a: 1}); return globalThis.hits"))
+        .await;
+    assert_eq!(value(&out), json!(0), "stdout: {}", out.stdout.render());
+    assert_eq!(out.stdout.render(), "x [ 1, 2 ] { a: 1 }\n");
+    let thrown = exception(&rt.run(turn("throw new Error('boom')")).await);
+    assert!(thrown.contains("boom"), "{thrown}");
+    assert_eq!(
+        value(&rt.run(turn("return globalThis.hits")).await),
+        json!(0)
+    );
+    rt.close().await;
+}
+
+/// `structuredClone` wrote a string once per reference into a buffer
+/// outside both caps: 384 references to one 8 MiB string grew the host by
+/// 3.2 GB. The clone is now a walk on the heap: strings are shared.
+#[tokio::test(flavor = "multi_thread")]
+async fn structured_clone_shares_strings_and_keeps_its_semantics() {
+    let (rt, _dir) = runtime().await;
+    let before = rss_mib();
+    let out = rt
+        .run(turn(
+            "const s = 'x'.repeat(8 * 2**20); const c = structuredClone(new Array(384).fill(s)); return [c.length, c[383].length]",
+        ))
+        .await;
+    assert_eq!(value(&out), json!([384, 8 << 20]));
+    let grown = rss_mib().saturating_sub(before);
+    assert!(grown < 512, "the host grew by {grown} MiB");
+    let out = rt
+        .run(turn(
+            r#"
+            const o = { n: 1, s: "t", d: new Date(5), r: /a+/gi, m: new Map([[1, {x: 2}]]), st: new Set([3]),
+                        u: new Uint16Array([1, 2, 3]).subarray(1), b: new ArrayBuffer(4), e: new RangeError("bad"), big: 10n,
+                        nested: [1, , 3] };
+            o.self = o;
+            const c = structuredClone(o);
+            let refused = [];
+            for (const bad of [() => 1, Symbol("s"), { f() {} }]) {
+              try { structuredClone(bad); refused.push("no"); } catch (e) { refused.push(e.name); }
+            }
+            return [c !== o, c.self === c, c.d.getTime(), c.r.source + c.r.flags, c.m.get(1).x, c.st.has(3),
+                    Array.from(c.u), c.u.byteOffset, c.b.byteLength, c.e instanceof RangeError, c.e.message,
+                    typeof c.big, 1 in c.nested, c.nested.length, refused];
+            "#,
+        ))
+        .await;
+    assert_eq!(
+        value(&out),
+        json!([
+            true,
+            true,
+            5,
+            "a+gi",
+            2,
+            true,
+            [2, 3],
+            2,
+            4,
+            true,
+            "bad",
+            "bigint",
+            false,
+            3,
+            ["DataCloneError", "DataCloneError", "DataCloneError"]
+        ])
+    );
+    rt.close().await;
+}
+
+/// Memory V8 commits itself, outside the allocator that counts
+/// external_mb: a resizable ArrayBuffer grew to 1.25 GiB under a 64 MiB
+/// cap, and a growable SharedArrayBuffer likewise. Both are refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn resizable_and_shared_buffers_are_refused() {
+    let (rt, _dir) = runtime().await;
+    let out = rt
+        .run(turn(
+            r#"
+            const tries = [];
+            const attempt = (f) => { try { f(); tries.push("made"); } catch (e) { tries.push(e.name); } };
+            attempt(() => new ArrayBuffer(0, { maxByteLength: 8 * 2**30 }));
+            attempt(() => new (new Uint8Array(1).buffer.constructor)(0, { maxByteLength: 2**20 }));
+            attempt(() => new (Object.getPrototypeOf(new ArrayBuffer(1)).constructor)(0, { maxByteLength: 2**20 }));
+            attempt(() => { class Mine extends ArrayBuffer {}; new Mine(0, { maxByteLength: 2**20 }); });
+            class Plain extends ArrayBuffer {}
+            const plain = new Plain(8);
+            return [tries, typeof SharedArrayBuffer, typeof Atomics, new ArrayBuffer(8).byteLength,
+                    plain instanceof ArrayBuffer, plain.byteLength, new ArrayBuffer(3) instanceof ArrayBuffer,
+                    ArrayBuffer.isView(new Uint8Array(1)), new Uint8Array(4).buffer.constructor === ArrayBuffer,
+                    new ArrayBuffer(8).resizable];
+            "#,
+        ))
+        .await;
+    assert_eq!(
+        value(&out),
+        json!([
+            ["RangeError", "RangeError", "RangeError", "RangeError"],
+            "undefined",
+            "undefined",
+            8,
+            true,
+            8,
+            true,
+            true,
+            true,
+            false
+        ])
+    );
+    rt.close().await;
+}
+
+/// Compiles take zone memory outside both caps: `eval` of a 40 MB array
+/// literal peaked at +802 MiB in a 128 MiB heap, a 3 MB RegExp at +192 MiB.
+/// Sources compiled from strings are bounded by length (a RangeError the
+/// guest can catch); ordinary `eval`, direct or not, works as before.
+#[tokio::test(flavor = "multi_thread")]
+async fn compiles_from_strings_are_bounded() {
+    let (rt, _dir) = runtime_with(heap_128()).await;
+    let before = rss_mib();
+    let out = rt
+        .run(turn(
+            r#"
+            const caught = [];
+            const attempt = (f) => { try { f(); caught.push("ran"); } catch (e) { caught.push(e.name + ": " + e.message.slice(0, 40)); } };
+            const big = "[" + "0,".repeat(2e7) + "0]";
+            attempt(() => eval(big));
+            attempt(() => (0, eval)(big));
+            attempt(() => new Function(big));
+            attempt(() => new (async function () {}).constructor(big));
+            const pattern = "a".repeat(3e6);
+            attempt(() => new RegExp(pattern));
+            attempt(() => RegExp(pattern));
+            attempt(() => "x".match(pattern));
+            attempt(() => "x".search({ toString: () => pattern }));
+            attempt(() => [..."x".matchAll(pattern)]);
+            attempt(() => /a/.compile(pattern));
+            const q = 21;
+            return [caught, eval("q * 2"), (0, eval)("typeof q"), new Function("a", "return a + 1")(1),
+                    new RegExp("b+").test("abbb"), "abc".match("b").index, "a-b".split(/-/).length];
+            "#,
+        ))
+        .await;
+    let v = value(&out);
+    let caught: Vec<&str> = v[0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert_eq!(caught.len(), 10, "{v}");
+    for (i, entry) in caught.iter().enumerate() {
+        // The function constructors get V8's EvalError, the rest our RangeError.
+        let expected = if i == 2 || i == 3 {
+            "EvalError"
+        } else {
+            "RangeError"
+        };
+        assert!(entry.starts_with(expected), "{v}");
+    }
+    assert_eq!(v[1], json!(42));
+    assert_eq!(v[2], json!("undefined"));
+    assert_eq!(v[3], json!(2));
+    assert_eq!(v[4], json!(true));
+    assert_eq!(v[5], json!(1));
+    assert_eq!(v[6], json!(2));
+    let grown = rss_mib().saturating_sub(before);
+    assert!(grown < 400, "the host grew by {grown} MiB");
+    // A program past the limit is refused before it is parsed.
+    let huge = format!("return [{}0]", "0,".repeat(2_000_000));
+    let thrown = exception(&rt.run(turn(&huge)).await);
+    assert!(
+        thrown.contains("RangeError") && thrown.contains("limited"),
+        "{thrown}"
+    );
+    assert_eq!(value(&rt.run(turn("return 1")).await), json!(1));
+    rt.close().await;
+}
+
+/// Small leaks a process shared by many isolates should not have: the
+/// clock is coarse, and a file name is well-formed UTF-16 (`"\ud800"` and
+/// `"\ufffd"` named the same file).
+#[tokio::test(flavor = "multi_thread")]
+async fn clock_is_coarse_and_file_names_are_well_formed() {
+    let (rt, _dir) = runtime().await;
+    let out = rt
+        .run(with_files(
+            r#"
+            const fine = [];
+            for (let i = 0; i < 200; i++) { const t = performance.now(); fine.push(Math.abs(t * 10 - Math.round(t * 10)) < 1e-6); }
+            const refused = [];
+            for (const name of ["\ud800", "a\udc00b", "\udfff\ud800"]) {
+              try { await iii.files.write(name, "x"); refused.push("written"); } catch (e) { refused.push(e.code); }
+            }
+            await iii.files.write("\ufffd", "ok");
+            return [fine.every(Boolean), refused, await iii.files.list()];
+            "#,
+        ))
+        .await;
+    assert_eq!(
+        value(&out),
+        json!([
+            true,
+            [
+                "code-runner::invalid_request",
+                "code-runner::invalid_request",
+                "code-runner::invalid_request"
+            ],
+            ["\u{fffd}"]
+        ])
+    );
+    rt.close().await;
+}

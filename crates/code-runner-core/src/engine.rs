@@ -127,8 +127,18 @@ pub struct TurnSpec {
 }
 
 /// A cancellation flag shared between a caller and a running turn.
+///
+/// A signal may have a parent ([`AbortSignal::child`]): it counts as fired
+/// once it or any signal above it fired, so stopping one turn can stop
+/// every turn started on its behalf.
 #[derive(Debug, Clone, Default)]
-pub struct AbortSignal(Arc<AtomicBool>);
+pub struct AbortSignal(Arc<SignalNode>);
+
+#[derive(Debug, Default)]
+struct SignalNode {
+    fired: AtomicBool,
+    parent: Option<AbortSignal>,
+}
 
 impl AbortSignal {
     /// A signal that has not fired.
@@ -136,14 +146,30 @@ impl AbortSignal {
         AbortSignal::default()
     }
 
-    /// Fires the signal: the turn stops at its next check (within milliseconds).
-    pub fn abort(&self) {
-        self.0.store(true, Ordering::SeqCst);
+    /// A signal that fires with this one (and on its own, without firing this one).
+    #[must_use]
+    pub fn child(&self) -> AbortSignal {
+        AbortSignal(Arc::new(SignalNode {
+            fired: AtomicBool::new(false),
+            parent: Some(self.clone()),
+        }))
     }
 
-    /// Whether the signal fired.
+    /// Fires the signal: the turn stops at its next check (within milliseconds).
+    pub fn abort(&self) {
+        self.0.fired.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the signal, or a signal it is a child of, fired.
     pub fn is_aborted(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        let mut signal = Some(self);
+        while let Some(current) = signal {
+            if current.0.fired.load(Ordering::SeqCst) {
+                return true;
+            }
+            signal = current.0.parent.as_ref();
+        }
+        false
     }
 }
 
@@ -309,4 +335,24 @@ pub trait Engine: Send + Sync {
         &self,
         options: RuntimeOptions,
     ) -> BoxFuture<'_, Result<Arc<dyn Runtime>, RunnerError>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AbortSignal;
+
+    /// A child fires with its parent, never the other way round; a
+    /// grandchild sees its grandparent.
+    #[test]
+    fn child_signals_fire_with_their_parent() {
+        let parent = AbortSignal::new();
+        let child = parent.child();
+        let grandchild = child.child();
+        let sibling = parent.child();
+        sibling.abort();
+        assert!(sibling.is_aborted());
+        assert!(!parent.is_aborted() && !child.is_aborted());
+        parent.abort();
+        assert!(child.is_aborted() && grandchild.is_aborted());
+    }
 }

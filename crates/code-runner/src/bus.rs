@@ -5,7 +5,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use code_runner_core::wire::{FunctionInfo, FunctionsInfoResponse};
-use code_runner_core::{BoxFuture, RunnerError};
+use code_runner_core::{AbortSignal, BoxFuture, RunnerError};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -40,8 +40,11 @@ impl From<RunnerError> for CallError {
 /// guest code through its `iii.trigger`.
 ///
 /// A guest call carries the calling runtime, so what it starts (a nested
-/// `keep: true` run, a namespace) is charged to it and lives no longer than
-/// it does, and its deadline, so nothing it starts outlives its budget.
+/// run, kept or not, a namespace) is charged to it and lives no longer than
+/// it does, its deadline, so nothing it starts outlives its budget, and its
+/// turn's scope, so a nested run ends when the turn that started it answers.
+/// A guest of another code-runner worker arrives through the engine with
+/// its lineage ([`crate::iii`]) and is a guest here too.
 #[derive(Debug, Clone, Default)]
 pub struct Caller {
     pub(crate) guest: Option<GuestCaller>,
@@ -58,6 +61,9 @@ pub(crate) struct GuestCaller {
     pub namespace: Option<String>,
     /// When the calling turn's budget ends.
     pub deadline: Instant,
+    /// Fires when the calling turn answers: a run the call starts is
+    /// chained to it, so it ends with the turn that started it.
+    pub scope: AbortSignal,
 }
 
 impl Caller {

@@ -2,7 +2,7 @@
 //! and `engine::functions::info` (registration: [`crate::register`]).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use code_runner_core::wire::{FunctionsInfoRequest, RunRequest, TeardownRequest, TeardownResponse};
 use code_runner_core::{
@@ -60,16 +60,29 @@ pub(crate) async fn run(
 ) -> Result<Value, CallError> {
     let request: RunRequest = parse(payload)?;
     let config = inner.config();
-    let timeout = config.timeout(request.timeout_ms)?;
+    // A guest's run (from this worker or through the engine) lives within
+    // the calling turn's budget, and ends when that turn answers.
+    let timeout = match caller.time_left() {
+        Some(left) => config
+            .timeout(request.timeout_ms)?
+            .min(left.max(Duration::from_millis(1))),
+        None => config.timeout(request.timeout_ms)?,
+    };
+    let scope = caller
+        .guest
+        .as_ref()
+        .map_or_else(AbortSignal::new, |guest| guest.scope.child());
     let caps = config.output_caps();
     let started = Instant::now();
     let (code, weak) = (request.code, Arc::downgrade(&inner));
+    // The turn's signal is its scope: the bounded runtime fires it when the
+    // turn answers, which ends the runs its guest code started.
     let turn = move |context: GuestContext| TurnSpec {
         task: Task::Program(code),
         timeout,
-        bindings: guest::bindings(weak, context),
+        bindings: guest::bindings(weak, context.within(scope.clone())).bindings,
         max_stream_bytes: caps.max_stream_bytes,
-        abort: AbortSignal::new(),
+        abort: scope,
     };
     let elapsed =
         |started: Instant| u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -135,7 +148,7 @@ pub(crate) async fn run(
             (engine.spawn(options).await?, dir)
         }
     };
-    inner.lineage.attach(key, runtime.clone());
+    let runtime = crate::bounded::attach(&inner, key, runtime);
     let outcome = runtime
         .run(turn(GuestContext::of(&inner, key, lang, None)))
         .await;

@@ -88,12 +88,14 @@ async fn invoke(
             let _place = inner.lineage.wait_for(key)?.ok_or_else(gone)?;
             let _busy = inner.registry.enter_by_key(key);
             let context = GuestContext::of(inner, key, runtime.lang(), None);
+            // One turn: its signal (fired when it answers) is its scope.
+            let bindings = guest::bindings(Arc::downgrade(inner), context);
             let spec = code_runner_core::TurnSpec {
                 task,
                 timeout: budget(inner, &caller)?,
-                bindings: guest::bindings(Arc::downgrade(inner), context),
+                abort: bindings.scope.clone(),
+                bindings: bindings.bindings,
                 max_stream_bytes: caps.max_stream_bytes,
-                abort: code_runner_core::AbortSignal::new(),
             };
             let outcome = runtime.run(spec).await;
             crate::lifecycle::forget_lost_registrations(inner, key, &outcome.ending);

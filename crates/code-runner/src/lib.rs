@@ -29,6 +29,7 @@
 
 #![deny(missing_docs)]
 
+mod bounded;
 pub mod bridge;
 pub mod bus;
 pub mod cli;

@@ -20,11 +20,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use code_runner_core::{
-    AbortSignal, Bindings, Lang, Runtime, Task, TurnEnding, TurnOutcome, TurnSpec,
-};
+use code_runner_core::{Lang, Runtime, Task, TurnEnding, TurnOutcome, TurnSpec};
 use serde_json::Value;
 
+use crate::guest::GuestBindings;
 use crate::lineage::RuntimeKey;
 use crate::registry::{Slot, WorkDir};
 
@@ -48,8 +47,9 @@ pub fn probe_source(lang: Lang) -> &'static str {
 pub struct TurnParams {
     /// The turn's budget.
     pub timeout: Duration,
-    /// The guest's `iii` for this runtime.
-    pub bindings: Bindings,
+    /// The guest's `iii` for this runtime, and the signal that ends what
+    /// its guest code starts ([`NamespaceRuntime::turn`] fires it).
+    pub bindings: GuestBindings,
     /// The per-stream cap.
     pub max_stream_bytes: Option<usize>,
 }
@@ -59,9 +59,11 @@ impl TurnParams {
         TurnSpec {
             task,
             timeout: self.timeout,
-            bindings: self.bindings.clone(),
+            bindings: self.bindings.bindings.clone(),
             max_stream_bytes: self.max_stream_bytes,
-            abort: AbortSignal::new(),
+            // Its own signal (a bounded runtime fires it when the turn
+            // answers), a child of the call's: the call may take several turns.
+            abort: self.bindings.scope.child(),
         }
     }
 }
@@ -121,10 +123,12 @@ impl NamespaceRuntime {
         exited_ok(&outcome)
     }
 
-    /// Runs one turn, first restoring the handlers if a fault may have lost them.
+    /// Runs one turn, first restoring the handlers if a fault may have lost
+    /// them; then ends what the call's guest code started.
     pub async fn turn(&self, task: Task, params: &TurnParams) -> TurnOutcome {
         self.recover(params).await;
         let outcome = self.runtime.run(params.spec(task)).await;
+        params.bindings.scope.abort();
         if matches!(outcome.ending, TurnEnding::Faulted(_)) {
             self.suspect.store(true, Ordering::SeqCst);
         }
@@ -241,6 +245,11 @@ impl Entry {
         self.lock().insert(runtime.lang, runtime);
     }
 
+    /// Removes the runtime of `lang`.
+    pub fn remove(&self, lang: Lang) -> Option<Arc<NamespaceRuntime>> {
+        self.lock().remove(&lang)
+    }
+
     fn is_empty(&self) -> bool {
         self.lock().is_empty()
     }
@@ -267,6 +276,15 @@ impl NamespaceRuntimes {
     /// The runtime of `namespace` in `lang`, if any.
     pub fn get(&self, namespace: &str, lang: Lang) -> Option<Arc<NamespaceRuntime>> {
         self.lock().get(namespace)?.get(lang)
+    }
+
+    /// The namespace runtime whose lineage key is `key`, if any.
+    pub fn find(&self, key: RuntimeKey) -> Option<Arc<NamespaceRuntime>> {
+        let entries: Vec<Arc<Entry>> = self.lock().values().cloned().collect();
+        entries
+            .iter()
+            .flat_map(|entry| entry.lock().values().cloned().collect::<Vec<_>>())
+            .find(|runtime| runtime.key == key)
     }
 
     /// Takes the namespace's lock (creating its entry if needed).
@@ -325,4 +343,26 @@ impl NamespaceRuntimes {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Entry>>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Takes the namespace runtime behind `key` out of its namespace (it was
+/// given up) and unregisters the functions it served; `None` when no
+/// namespace holds it. The next registration boots a fresh runtime.
+pub(crate) async fn discard(inner: &crate::worker::Inner, key: RuntimeKey) -> Option<Vec<String>> {
+    let found = inner.namespaces.find(key)?;
+    let held = inner.namespaces.hold(&found.namespace).await;
+    let ours = held
+        .entry
+        .get(found.lang)
+        .is_some_and(|runtime| runtime.key == key);
+    if ours {
+        held.entry.remove(found.lang);
+    }
+    let owner = crate::published::Owner::Namespace {
+        namespace: found.namespace.clone(),
+        lang: found.lang,
+    };
+    let ids = inner.published.unpublish_owner(&owner, &inner.bus);
+    inner.namespaces.release_if_empty(&found.namespace, &held);
+    ours.then_some(ids)
 }

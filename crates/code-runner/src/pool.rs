@@ -129,7 +129,15 @@ impl WarmPool {
             max_stream_bytes: Some(0),
             abort: AbortSignal::new(),
         };
-        runtime.run(warm_up).await;
+        if crate::bounded::run_within(runtime.as_ref(), warm_up)
+            .await
+            .is_none()
+        {
+            tracing::warn!("warm pool: a warm-up turn was not answered; the runtime is discarded");
+            crate::bounded::close_within(runtime).await;
+            dir.remove().await;
+            return None;
+        }
         Some(Warm { runtime, dir })
     }
 

@@ -145,7 +145,7 @@ async fn boot(
             return Err(err);
         }
     };
-    inner.lineage.attach(key, runtime.clone());
+    let runtime = crate::bounded::attach(inner, key, runtime);
     let runtime = NamespaceRuntime::new(namespace, lang, key, runtime, dir, slot);
     let params = turn_params(inner, &runtime, caller)?;
     if !runtime.define_probe(&params).await {

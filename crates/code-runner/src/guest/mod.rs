@@ -15,7 +15,7 @@ mod trigger;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Weak};
 
-use code_runner_core::{BindingError, BindingNamespace, Bindings, Lang, RunnerError};
+use code_runner_core::{AbortSignal, BindingError, BindingNamespace, Bindings, Lang, RunnerError};
 use serde_json::Value;
 
 use crate::lineage::RuntimeKey;
@@ -35,6 +35,9 @@ pub(crate) struct GuestContext {
     pub lang: Lang,
     /// The namespace it serves (a namespace runtime), else `None`.
     pub namespace: Option<String>,
+    /// Fires when the turn (or call) these bindings serve answers; what its
+    /// guest code starts is chained to it, so it ends then too.
+    pub scope: AbortSignal,
 }
 
 impl GuestContext {
@@ -45,7 +48,16 @@ impl GuestContext {
             root: inner.lineage.root(key).unwrap_or(key),
             lang,
             namespace,
+            scope: AbortSignal::new(),
         }
+    }
+
+    /// The same context for a turn that ends with `scope` (fired by
+    /// whoever started the turn, or by the turn's own end).
+    #[must_use]
+    pub fn within(mut self, scope: AbortSignal) -> Self {
+        self.scope = scope;
+        self
     }
 
     /// Who owns what this runtime publishes.
@@ -72,12 +84,35 @@ pub(crate) fn warm_up_bindings(lang: Lang) -> Bindings {
             root: key,
             lang,
             namespace: None,
+            scope: AbortSignal::new(),
         },
     )
+    .bindings
+}
+
+/// The guest's `iii` for one call, and the signal that ends what its guest
+/// code starts: the turn's own abort signal (a bounded runtime fires it
+/// when the turn answers), or fired by the caller after a call of several
+/// turns.
+#[derive(Clone)]
+pub(crate) struct GuestBindings {
+    /// The binding namespaces.
+    pub bindings: Bindings,
+    /// The context's scope.
+    pub scope: AbortSignal,
+}
+
+impl std::ops::Deref for GuestBindings {
+    type Target = Bindings;
+
+    fn deref(&self) -> &Bindings {
+        &self.bindings
+    }
 }
 
 /// The guest's `iii` for a turn on the runtime described by `ctx`.
-pub(crate) fn bindings(inner: Weak<Inner>, ctx: GuestContext) -> Bindings {
+pub(crate) fn bindings(inner: Weak<Inner>, ctx: GuestContext) -> GuestBindings {
+    let scope = ctx.scope.clone();
     let ctx = Arc::new(ctx);
     let in_flight = Arc::new(AtomicUsize::new(0));
     let namespace = ctx.namespace.clone().map_or(Value::Null, Value::String);
@@ -93,7 +128,10 @@ pub(crate) fn bindings(inner: Weak<Inner>, ctx: GuestContext) -> Bindings {
             register_from_guest(inner.clone(), ctx.clone(), args)
         });
     }
-    Bindings::new(vec![iii]).unwrap_or_default()
+    GuestBindings {
+        bindings: Bindings::new(vec![iii]).unwrap_or_default(),
+        scope,
+    }
 }
 
 fn binding_error(err: RunnerError) -> BindingError {

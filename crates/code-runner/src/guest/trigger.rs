@@ -13,7 +13,7 @@ use super::{GuestContext, binding_error};
 use crate::bridge;
 use crate::bus::{CallError, Caller, GuestCaller};
 use crate::functions::{RUN, parse};
-use crate::iii::Delivery;
+use crate::iii::RemoteGuest;
 use crate::worker::Inner;
 
 /// Fire-and-forget calls one turn may have in flight; one more is refused.
@@ -84,12 +84,13 @@ pub(super) async fn trigger(
             root: ctx.root,
             namespace: ctx.namespace.clone(),
             deadline: Instant::now() + budget,
+            scope: ctx.scope.clone(),
         }),
     };
     let mut payload = request.payload;
     if let Some(map) = payload
         .as_object_mut()
-        .filter(|_| request.function_id == RUN)
+        .filter(|_| is_run(&request.function_id))
     {
         let asked = map
             .get("timeout_ms")
@@ -168,6 +169,12 @@ pub(super) async fn trigger(
     }
 }
 
+/// Whether `id` starts a run: `code-runner::run` or a worker's scoped
+/// `code-runner@<worker>::run`, whose timeout is clamped to the caller's.
+fn is_run(id: &str) -> bool {
+    id == RUN || (id.starts_with("code-runner@") && id.ends_with("::run"))
+}
+
 /// Calls `function_id` as `caller`, waiting at most `budget`: on this
 /// worker's bus when it holds the id, else through the engine (when linked).
 async fn route(
@@ -180,8 +187,8 @@ async fn route(
     let call = async {
         match inner.engine_for(function_id) {
             Some(link) => {
-                link.trigger(function_id, payload, budget, Delivery::Call)
-                    .await
+                let guest = caller.guest.as_ref().map(|g| RemoteGuest::of(inner, g));
+                link.trigger_as(function_id, payload, budget, guest).await
             }
             None => inner.bus.call_as(function_id, payload, caller).await,
         }

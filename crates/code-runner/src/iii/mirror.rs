@@ -112,7 +112,7 @@ fn fingerprint(function: &Function) -> u64 {
 /// to the bus, its errors back in the engine's shape with our codes intact.
 fn registration(id: &str, function: &Function, inner: Weak<Inner>) -> RegisterFunction {
     let id = id.to_string();
-    RegisterFunction::new_async(move |payload: Value, _metadata: Option<Value>| {
+    RegisterFunction::new_async(move |payload: Value, metadata: Option<Value>| {
         let (inner, id) = (inner.clone(), id.clone());
         async move {
             let inner = inner.upgrade().ok_or_else(|| {
@@ -121,9 +121,11 @@ fn registration(id: &str, function: &Function, inner: Weak<Inner>) -> RegisterFu
                     message: "the worker is shutting down".into(),
                 })
             })?;
+            // A guest of another worker stays a guest here (see `remote`).
+            let caller = super::remote::caller(&inner, metadata.as_ref());
             inner
                 .bus
-                .call(&id, strip_injected(payload))
+                .call_as(&id, strip_injected(payload), caller)
                 .await
                 .map_err(remote)
         }

@@ -14,10 +14,12 @@
 mod config;
 mod mirror;
 mod options;
+mod remote;
 mod routing;
 mod watch;
 
 pub use options::EngineOptions;
+pub(crate) use remote::RemoteGuest;
 pub use routing::{minted_by, scoped_id};
 
 use std::sync::Arc;
@@ -135,6 +137,36 @@ impl EngineLink {
         timeout: Duration,
         delivery: Delivery,
     ) -> Result<Value, CallError> {
+        self.send(function_id, payload, timeout, delivery, None)
+            .await
+    }
+
+    /// Calls `function_id` through the engine within `timeout` on behalf of
+    /// guest code with lineage `guest` (carried as the call's metadata, so
+    /// the callee charges it; see [`remote`]), or of the host when `None`.
+    ///
+    /// # Errors
+    /// As [`EngineLink::trigger`].
+    pub(crate) async fn trigger_as(
+        &self,
+        function_id: &str,
+        payload: Value,
+        timeout: Duration,
+        guest: Option<RemoteGuest>,
+    ) -> Result<Value, CallError> {
+        let metadata = guest.map(|guest| guest.metadata(&self.worker_name));
+        self.send(function_id, payload, timeout, Delivery::Call, metadata)
+            .await
+    }
+
+    async fn send(
+        &self,
+        function_id: &str,
+        payload: Value,
+        timeout: Duration,
+        delivery: Delivery,
+        metadata: Option<Value>,
+    ) -> Result<Value, CallError> {
         let request = TriggerRequest {
             function_id: function_id.to_string(),
             payload,
@@ -145,10 +177,11 @@ impl EngineLink {
                     .max(1),
             ),
         };
-        self.client
-            .trigger(request)
-            .await
-            .map_err(|err| from_sdk(function_id, timeout, err))
+        let answer = match metadata {
+            Some(metadata) => self.client.trigger(request.metadata(metadata)).await,
+            None => self.client.trigger(request).await,
+        };
+        answer.map_err(|err| from_sdk(function_id, timeout, err))
     }
 
     /// Unregisters everything and stops the connection.

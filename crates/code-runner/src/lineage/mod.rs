@@ -37,21 +37,33 @@ impl RuntimeKey {
     /// A key no runtime has: the context of a pooled runtime's warm-up
     /// turn, whose bindings are never called.
     pub(crate) const PLACEHOLDER: RuntimeKey = RuntimeKey(u64::MAX);
+
+    /// The key that stands for tree `tree` of another worker `worker` (a
+    /// guest there called this worker through the engine): what that
+    /// guest's calls start here is charged to it. Local keys count up from
+    /// zero; these have the top bit set.
+    pub(crate) fn remote_tree(worker: &str, tree: &str) -> RuntimeKey {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut hasher = DefaultHasher::new();
+        (worker, tree).hash(&mut hasher);
+        RuntimeKey((hasher.finish() >> 1 | 1 << 63).min(u64::MAX - 1))
+    }
 }
 
-/// The part of `max_runtimes` one tree of guest-started runtimes may keep:
-/// an eighth, at least one (4 of the default 32).
+/// The part of `max_runtimes` one tree of guest-started runtimes may hold
+/// at once (nested runs in progress and the runtimes they kept): an
+/// eighth, at least one (4 of the default 32).
 pub fn nested_share(max_runtimes: usize) -> usize {
     (max_runtimes / 8).max(1)
 }
 
-/// What a runtime is for, as far as charging goes.
+/// What a runtime is for. Either way, a runtime guest code started is
+/// charged to the caller's root while it lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lasting {
     /// It ends with its call (a one-shot run).
     No,
-    /// It may outlive its call (a `keep: true` run, a namespace runtime):
-    /// when guest code started it, it is charged to the caller's root.
+    /// It may outlive its call (a `keep: true` run, a namespace runtime).
     Yes,
 }
 
@@ -73,17 +85,21 @@ pub struct Lineage {
     nodes: Mutex<HashMap<RuntimeKey, Node>>,
     /// Calls waiting for any runtime, against [`MAX_WAITING_CALLS_TOTAL`].
     waiting: Arc<AtomicUsize>,
+    /// Makes this worker's tree names ([`Lineage::tree_name`]) its own.
+    salt: std::sync::OnceLock<String>,
 }
 
 impl Lineage {
     /// A node for a runtime about to boot on behalf of `caller`.
     ///
     /// A host call's runtime is a root. A guest call's is a child of the
-    /// calling runtime; when it may last, it is charged to the caller's root.
+    /// calling runtime, charged to the caller's root while it lives (a
+    /// one-shot run too: without that, a run firing nested runs that fired
+    /// more held every slot).
     ///
     /// # Errors
     /// `code-runner::expired` when the calling runtime has already ended;
-    /// `code-runner::capacity` when the caller's tree already keeps its
+    /// `code-runner::capacity` when the caller's tree already holds its
     /// [`nested_share`] of `max_runtimes`.
     pub fn begin(
         &self,
@@ -110,24 +126,28 @@ impl Lineage {
                         "the runtime whose code made this call has ended",
                     ));
                 }
-                let charged_to = (lasting == Lasting::Yes).then_some(guest.root);
-                if let Some(root) = charged_to {
-                    let share = nested_share(max_runtimes);
-                    let held = nodes
-                        .values()
-                        .filter(|n| n.charged_to == Some(root))
-                        .count();
-                    if held >= share {
-                        return Err(RunnerError::new(
-                            ErrorCode::Capacity,
-                            format!(
-                                "guest code of one run may keep at most {share} runtimes \
-                                 (an eighth of max_runtimes {max_runtimes}), and this run's already do; \
-                                 tear one down or let the run end"
-                            ),
-                        ));
-                    }
+                let root = guest.root;
+                let share = nested_share(max_runtimes);
+                let held = nodes
+                    .values()
+                    .filter(|n| n.charged_to == Some(root))
+                    .count();
+                if held >= share {
+                    let what = match lasting {
+                        Lasting::Yes => "keep",
+                        Lasting::No => "run",
+                    };
+                    return Err(RunnerError::new(
+                        ErrorCode::Capacity,
+                        format!(
+                            "guest code of one run may keep or run at most {share} runtimes at once \
+                             (an eighth of max_runtimes {max_runtimes}, nested runs in progress and \
+                             kept runtimes together), and this run's already do, so it cannot {what} \
+                             another; wait for a nested run to end, tear a kept one down or let the run end"
+                        ),
+                    ));
                 }
+                let charged_to = Some(root);
                 Node {
                     parent: Some(guest.runtime),
                     root: guest.root,
@@ -182,6 +202,34 @@ impl Lineage {
             node.guest_namespace = caller.guest.is_some();
         }
         Ok(key)
+    }
+
+    /// A node standing for one call from guest code of another worker
+    /// (tree `tree` there): it lives until that call's deadline, what the
+    /// call starts is its child, charged to `tree`.
+    pub(crate) fn begin_remote(&self, tree: RuntimeKey) -> RuntimeKey {
+        let key = RuntimeKey(self.next.fetch_add(1, Ordering::SeqCst));
+        self.lock().insert(
+            key,
+            Node {
+                parent: None,
+                root: tree,
+                charged_to: None,
+                orphaned: false,
+                runtime: None,
+                calls: Arc::default(),
+                guest_namespace: false,
+            },
+        );
+        key
+    }
+
+    /// The name of tree `root` that another worker is told when this
+    /// worker's guest code calls it through the engine: unique to this
+    /// process, and no capability (it only lets the callee charge the tree).
+    pub(crate) fn tree_name(&self, root: RuntimeKey) -> String {
+        let salt = self.salt.get_or_init(crate::ids::new_dir_name);
+        format!("{salt}.{}", root.0)
     }
 
     /// Records the booted runtime behind `key`, so functions it publishes can be invoked.
@@ -248,12 +296,13 @@ mod tests {
                 root: lineage.root(runtime).unwrap(),
                 namespace: None,
                 deadline: Instant::now(),
+                scope: code_runner_core::AbortSignal::new(),
             }),
         }
     }
 
-    /// A tree may keep its share and no more; a one-shot nested run is not
-    /// charged; ending a charged runtime frees its share.
+    /// A tree may hold its share and no more, nested runs in progress and
+    /// kept runtimes together; ending a charged runtime frees its share.
     #[test]
     fn nested_keeps_are_bounded_by_the_share() {
         let lineage = Lineage::default();
@@ -271,9 +320,20 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.code, ErrorCode::Capacity);
         assert!(err.message.contains("at most 2"), "{}", err.message);
-        assert!(lineage.begin(&guest(&lineage, b), Lasting::No, 16).is_ok());
+        let err = lineage
+            .begin(&guest(&lineage, b), Lasting::No, 16)
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::Capacity);
+        assert!(
+            err.message.contains("cannot run another"),
+            "{}",
+            err.message
+        );
         lineage.end(b);
         assert_eq!(lineage.charged(root), 1);
+        let one_shot = lineage.begin(&guest(&lineage, a), Lasting::No, 16).unwrap();
+        assert_eq!(lineage.charged(root), 2);
+        lineage.end(one_shot);
         assert!(
             lineage
                 .begin(&guest(&lineage, root), Lasting::Yes, 16)
@@ -287,6 +347,34 @@ mod tests {
                 .is_ok()
         );
         assert_eq!(nested_share(1), 1);
+    }
+
+    /// Calls from another worker's guest code are charged to that tree,
+    /// whichever call they came in: a tree's share holds across calls.
+    #[test]
+    fn remote_calls_of_one_tree_share_its_share() {
+        let lineage = Lineage::default();
+        let tree = RuntimeKey::remote_tree("worker-a", "abc.7");
+        assert_ne!(tree, RuntimeKey::remote_tree("worker-a", "abc.8"));
+        assert_ne!(tree, RuntimeKey::PLACEHOLDER);
+        let remote = |call: RuntimeKey| Caller {
+            guest: Some(GuestCaller {
+                runtime: call,
+                root: tree,
+                namespace: None,
+                deadline: Instant::now(),
+                scope: code_runner_core::AbortSignal::new(),
+            }),
+        };
+        for _ in 0..4 {
+            let call = lineage.begin_remote(tree);
+            lineage.begin(&remote(call), Lasting::Yes, 32).unwrap();
+        }
+        let call = lineage.begin_remote(tree);
+        let err = lineage.begin(&remote(call), Lasting::Yes, 32).unwrap_err();
+        assert_eq!(err.code, ErrorCode::Capacity);
+        assert_eq!(lineage.charged(tree), 4);
+        assert!(lineage.tree_name(call).ends_with(&format!(".{}", call.0)));
     }
 
     /// Ending a runtime orphans its live children and names them; a call

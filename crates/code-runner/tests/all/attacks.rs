@@ -263,7 +263,9 @@ async fn namespaces_registered_by_guests_cannot_take_every_slot() {
 /// Fire-and-forget calls through the engine are bounded like local ones: 16
 /// of a turn's in flight, the 17th `capacity`. Before, they went out as the
 /// engine's void invocations, which nothing waits for, and one turn sent
-/// 34 000 in 3 s. The target is a slow function of a second worker.
+/// 34 000 in 3 s. The target is a slow turn on a kept runtime of a second
+/// worker (calls wait in its line; new runtimes would meet the share the
+/// second worker charges the calling tree first).
 #[test]
 fn fire_and_forget_through_the_engine_is_bounded_per_turn() {
     use crate::engine_util::{EngineProc, WorkerProc};
@@ -281,14 +283,21 @@ fn fire_and_forget_through_the_engine_is_bounded_per_turn() {
             )
             .unwrap_or_else(|e| panic!("{e}\n{log}"));
     }
+    let kept = engine
+        .trigger(
+            "code-runner@cr-slow::run",
+            &json!({"lang": "python", "keep": true, "code": "pass"}),
+        )
+        .unwrap();
+    let id = kept["runtime_id"].as_str().unwrap();
     let answer = engine
         .trigger(
             "code-runner@cr-void::run",
-            &json!({"lang": "python", "timeout_ms": 30000, "code":
-                "slow = {'function_id': 'code-runner@cr-slow::run', 'action': {'type': 'void'}, \
-                 'payload': {'lang': 'python', 'code': 'import time\\ntime.sleep(20)', 'timeout_ms': 25000}}\n\
+            &json!({"lang": "python", "timeout_ms": 30000, "code": format!(
+                "slow = {{'function_id': 'code-runner@cr-slow::run', 'action': {{'type': 'void'}}, \
+                 'payload': {{'runtime_id': '{id}', 'code': 'import time\\ntime.sleep(20)', 'timeout_ms': 25000}}}}\n\
                  sent = 0\ntry:\n    for _ in range(100):\n        iii.trigger(slow)\n        sent += 1\n\
-                 except IIIError as err:\n    result = [sent, err.code]"}),
+                 except IIIError as err:\n    result = [sent, err.code]")}),
         )
         .unwrap();
     assert_eq!(

@@ -157,12 +157,21 @@ fn a_node_result_nested_past_the_engine_limit_is_null_not_lost() {
 
 /// Fire-and-forget calls from node are bounded per turn as python's are:
 /// 16 in flight, the 17th is `code-runner::capacity` in the guest (the
-/// worker's limit, which both engines inherit).
+/// worker's limit, which both engines inherit). The calls are slow turns
+/// on one kept runtime, which wait in its line (new nested runtimes would
+/// meet the tree's share first).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_fire_and_forget_calls_are_bounded_per_turn() {
     let server = Server::start().await;
+    let kept = server
+        .call(
+            "code-runner::run",
+            json!({"lang": "node", "keep": true, "code": "return 1"}),
+        )
+        .await;
+    let id = kept.ok()["runtime_id"].as_str().unwrap().to_string();
     let slow = json!({"function_id": "code-runner::run", "action": {"type": "void"},
-        "payload": {"lang": "node", "code": "await new Promise((r) => setTimeout(r, 20000))", "timeout_ms": 25000}});
+        "payload": {"runtime_id": id, "code": "await new Promise((r) => setTimeout(r, 20000))", "timeout_ms": 25000}});
     let code = format!(
         "const slow = {slow}; let sent = 0; \
          try {{ for (let i = 0; i < 100; i++) {{ await iii.trigger(slow); sent++ }} }} \

@@ -1,0 +1,301 @@
+//! The worker's outer bound on a turn: an engine that does not answer a
+//! turn some time after its deadline has lost that runtime.
+//!
+//! Engines stop their own turns at the deadline; this is the backstop for
+//! when one fails to (a guest that caught the engine's own code in a loop).
+//! Every runtime a run, a registration or a call of a published function
+//! uses is a [`Bounded`] ([`attach`]): a turn still unanswered
+//! [`TURN_GRACE`] past its deadline answers `code-runner::timeout`, its
+//! runtime is discarded (closed in the background, never awaited by a
+//! caller) and the worker lets go of it ([`discard`]: a kept id then
+//! answers `code-runner::expired`, a namespace loses its runtime and its
+//! functions), so its slot is free again. A thread stuck in a loop costs a
+//! core until the engine's close stops it; it holds no slot and no request.
+//!
+//! A turn's [`AbortSignal`] also fires when the turn answers, so whatever
+//! its guest code started on its behalf (nested runs, chained to it with
+//! [`AbortSignal::child`]) ends with it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use code_runner_core::caps::{Stream, StreamBuffer};
+use code_runner_core::{BoxFuture, Fault, Lang, Runtime, Task, TurnEnding, TurnOutcome, TurnSpec};
+
+use crate::lineage::RuntimeKey;
+use crate::worker::Inner;
+
+/// How long past its deadline a turn may go unanswered before the worker
+/// gives its runtime up.
+pub const TURN_GRACE: Duration = Duration::from_secs(2);
+
+/// Runs `turn` on `runtime` and waits at most its timeout plus
+/// [`TURN_GRACE`]; `None` when no answer came (the turn's abort signal has
+/// been fired). The turn's signal fires when it answers, too.
+pub(crate) async fn run_within(runtime: &dyn Runtime, turn: TurnSpec) -> Option<TurnOutcome> {
+    let (bound, abort) = (turn.timeout.saturating_add(TURN_GRACE), turn.abort.clone());
+    let answer = tokio::time::timeout(bound, runtime.run(turn)).await.ok();
+    abort.abort();
+    answer
+}
+
+/// Closes `runtime` as its own task and waits for it at most [`TURN_GRACE`];
+/// whether it closed in time (if not, the close goes on in the background).
+pub(crate) async fn close_within(runtime: Arc<dyn Runtime>) -> bool {
+    let closing = tokio::spawn(async move { runtime.close().await });
+    tokio::time::timeout(TURN_GRACE, closing).await.is_ok()
+}
+
+/// A runtime whose turns are bounded, and which is given up when one is not answered.
+pub(crate) struct Bounded {
+    runtime: Arc<dyn Runtime>,
+    lost: AtomicBool,
+    /// Turns that the engine runs one at a time wait here, so a turn's
+    /// bound starts when its turn does, not while it waits behind another.
+    order: tokio::sync::Mutex<()>,
+    on_lost: Box<dyn Fn() + Send + Sync>,
+}
+
+impl Bounded {
+    /// Bounds `runtime`; `on_lost` runs once if it is given up.
+    pub(crate) fn new(
+        runtime: Arc<dyn Runtime>,
+        on_lost: impl Fn() + Send + Sync + 'static,
+    ) -> Arc<Bounded> {
+        Arc::new(Bounded {
+            runtime,
+            lost: AtomicBool::new(false),
+            order: tokio::sync::Mutex::new(()),
+            on_lost: Box::new(on_lost),
+        })
+    }
+
+    /// Whether the engine runs `task` after the runtime's other turns: python
+    /// runs everything in order; node orders programs and definitions and
+    /// runs a call of a handler beside them (a program may call its own
+    /// runtime's handler and wait for it).
+    fn ordered(&self, task: &Task) -> bool {
+        self.runtime.lang() == Lang::Python || !matches!(task, Task::Invoke { .. })
+    }
+
+    /// Gives the runtime up: closes it in the background and tells the worker.
+    fn lose(&self) {
+        if self.lost.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        tracing::warn!(
+            lang = %self.runtime.lang(),
+            "a turn was not answered {} s after its deadline; its runtime is discarded",
+            TURN_GRACE.as_secs()
+        );
+        let runtime = self.runtime.clone();
+        tokio::spawn(async move { runtime.close().await });
+        (self.on_lost)();
+    }
+}
+
+impl Runtime for Bounded {
+    fn lang(&self) -> Lang {
+        self.runtime.lang()
+    }
+
+    fn run(&self, turn: TurnSpec) -> BoxFuture<'_, TurnOutcome> {
+        Box::pin(async move {
+            let cap = turn.max_stream_bytes;
+            let _turn = match self.ordered(&turn.task) {
+                true => Some(self.order.lock().await),
+                false => None,
+            };
+            if self.lost.load(Ordering::SeqCst) {
+                turn.abort.abort();
+                return outcome(cap, Fault::Aborted);
+            }
+            let budget = turn.timeout;
+            match run_within(self.runtime.as_ref(), turn).await {
+                Some(outcome) => outcome,
+                None => {
+                    self.lose();
+                    outcome(cap, Fault::Timeout { budget })
+                }
+            }
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if self.lost.load(Ordering::SeqCst) {
+                return;
+            }
+            if !close_within(self.runtime.clone()).await {
+                self.lost.store(true, Ordering::SeqCst);
+                tracing::warn!(
+                    lang = %self.runtime.lang(),
+                    "a runtime did not close within {} s; it goes on closing in the background",
+                    TURN_GRACE.as_secs()
+                );
+            }
+        })
+    }
+}
+
+/// An outcome with no output.
+fn outcome(cap: Option<usize>, fault: Fault) -> TurnOutcome {
+    TurnOutcome {
+        stdout: StreamBuffer::new(Stream::Stdout, cap),
+        stderr: StreamBuffer::new(Stream::Stderr, cap),
+        ending: TurnEnding::Faulted(fault),
+        denied: false,
+    }
+}
+
+/// Bounds `runtime`, the runtime behind lineage key `key`, and records it
+/// there; the worker uses what this returns from then on.
+pub(crate) fn attach(
+    inner: &Arc<Inner>,
+    key: RuntimeKey,
+    runtime: Arc<dyn Runtime>,
+) -> Arc<dyn Runtime> {
+    let weak = Arc::downgrade(inner);
+    let bounded: Arc<dyn Runtime> = Bounded::new(runtime, move || {
+        if let Some(inner) = weak.upgrade() {
+            tokio::spawn(discard(inner, key));
+        }
+    });
+    inner.lineage.attach(key, bounded.clone());
+    bounded
+}
+
+/// Lets go of the runtime behind `key`, which was given up: a kept runtime
+/// leaves the registry (its id answers `code-runner::expired`), a namespace
+/// runtime leaves its namespace (its functions are unregistered), and what
+/// it published or started goes with it. A runtime in its first call is
+/// closed and retired by that call.
+async fn discard(inner: Arc<Inner>, key: RuntimeKey) {
+    if let Some(kept) = inner.registry.take_by_key(key) {
+        kept.runtime.close().await;
+        tracing::warn!("a kept runtime was discarded; its id now answers expired");
+    } else if let Some(ids) = crate::ns_runtimes::discard(&inner, key).await {
+        tracing::warn!(functions = ?ids, "a namespace runtime was discarded; its functions were unregistered");
+    } else {
+        return;
+    }
+    crate::lifecycle::retire(&inner, key).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use code_runner_core::{AbortSignal, Bindings};
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Instant;
+
+    /// What "at once" means on a loaded machine.
+    const AT_ONCE: Duration = Duration::from_millis(500);
+
+    /// A runtime whose turns never answer, as an engine stuck in a loop.
+    struct Stuck {
+        closed: Arc<AtomicUsize>,
+    }
+
+    impl Runtime for Stuck {
+        fn lang(&self) -> Lang {
+            Lang::Node
+        }
+        fn run(&self, _turn: TurnSpec) -> BoxFuture<'_, TurnOutcome> {
+            Box::pin(std::future::pending())
+        }
+        fn close(&self) -> BoxFuture<'_, ()> {
+            self.closed.fetch_add(1, Ordering::SeqCst);
+            Box::pin(std::future::pending())
+        }
+    }
+
+    fn turn(timeout: Duration, abort: &AbortSignal) -> TurnSpec {
+        TurnSpec {
+            task: Task::program("for (;;) {}"),
+            timeout,
+            bindings: Bindings::default(),
+            max_stream_bytes: None,
+            abort: abort.clone(),
+        }
+    }
+
+    /// A turn that never answers is a timeout at its deadline plus the
+    /// grace; its signal fired, the runtime is given up once (closed in
+    /// the background, the hook told), and every later turn and close
+    /// answer at once.
+    #[tokio::test]
+    async fn a_turn_that_never_answers_is_a_timeout_and_loses_its_runtime() {
+        let closed = Arc::new(AtomicUsize::new(0));
+        let lost = Arc::new(AtomicUsize::new(0));
+        let told = lost.clone();
+        let runtime = Bounded::new(
+            Arc::new(Stuck {
+                closed: closed.clone(),
+            }),
+            move || {
+                told.fetch_add(1, Ordering::SeqCst);
+            },
+        );
+        let abort = AbortSignal::new();
+        let started = Instant::now();
+        let answer = runtime.run(turn(Duration::from_millis(100), &abort)).await;
+        assert_eq!(
+            answer.ending,
+            TurnEnding::Faulted(Fault::Timeout {
+                budget: Duration::from_millis(100)
+            })
+        );
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(100) + TURN_GRACE, "{took:?}");
+        assert!(
+            took < Duration::from_millis(100) + TURN_GRACE + AT_ONCE,
+            "{took:?}"
+        );
+        assert!(abort.is_aborted(), "the stuck turn's signal fired");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(lost.load(Ordering::SeqCst), 1);
+        assert_eq!(closed.load(Ordering::SeqCst), 1, "closed in the background");
+        let again = Instant::now();
+        let later = runtime
+            .run(turn(Duration::from_secs(5), &AbortSignal::new()))
+            .await;
+        assert_eq!(later.ending, TurnEnding::Faulted(Fault::Aborted));
+        runtime.close().await;
+        assert!(again.elapsed() < AT_ONCE, "nothing waited");
+        assert_eq!(lost.load(Ordering::SeqCst), 1);
+    }
+
+    /// A close that never finishes is waited for at most the grace.
+    #[tokio::test]
+    async fn a_close_that_never_finishes_is_left_behind() {
+        let closed = Arc::new(AtomicUsize::new(0));
+        let runtime = Bounded::new(Arc::new(Stuck { closed }), || {});
+        let started = Instant::now();
+        runtime.close().await;
+        let took = started.elapsed();
+        assert!(
+            took >= TURN_GRACE && took < TURN_GRACE + AT_ONCE,
+            "{took:?}"
+        );
+        let again = Instant::now();
+        runtime.close().await;
+        assert!(again.elapsed() < AT_ONCE);
+    }
+
+    /// Helpers bound any turn the same way.
+    #[tokio::test]
+    async fn run_within_gives_up_and_fires_the_signal() {
+        let runtime = Stuck {
+            closed: Arc::default(),
+        };
+        let abort = AbortSignal::new();
+        assert!(
+            run_within(&runtime, turn(Duration::from_millis(10), &abort))
+                .await
+                .is_none()
+        );
+        assert!(abort.is_aborted());
+    }
+}

@@ -204,14 +204,31 @@ async fn op_cr_wait(state: Rc<RefCell<OpState>>, #[smi] id: u32) -> String {
         ),
         None => (Err(BindingError::message("no such binding call")), (0, 0)),
     };
-    if let Some(io) = state.borrow().try_borrow::<SharedIo>() {
-        io.borrow_mut().answered(weight);
-    }
+    let limit = match state.borrow().try_borrow::<SharedIo>() {
+        Some(io) => {
+            let mut io = io.borrow_mut();
+            io.answered(weight);
+            io.max_transfer_in
+        }
+        None => 0,
+    };
     match outcome {
-        Ok(value) => format!(
-            "o{}",
-            serde_json::to_string(&value).unwrap_or_else(|_| "null".into())
-        ),
+        Ok(value) => {
+            let text = serde_json::to_string(&value).unwrap_or_else(|_| "null".into());
+            // Measured before it becomes a V8 string: an answer the heap
+            // cannot hold is the guest's catchable error, not a full heap.
+            if text.len() > limit {
+                let message = format!(
+                    "the answer is {} bytes of JSON; a call's answer is limited to {limit} bytes in this runtime (a sixteenth of heap_mb): ask for less",
+                    text.len()
+                );
+                return format!(
+                    "e{}",
+                    json!({"code": "code-runner::resource_exhausted", "message": message})
+                );
+            }
+            format!("o{text}")
+        }
         Err(err) => format!("e{}", json!({"code": err.code, "message": err.message})),
     }
 }

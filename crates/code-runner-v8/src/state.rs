@@ -71,6 +71,18 @@ pub struct Io {
     pub scratch: Scratch,
     /// Origin of `performance.now()`.
     pub epoch: Instant,
+    /// Largest JSON text that enters the isolate at once (a binding's
+    /// answer, a handler's payload): [`max_transfer_in`].
+    pub max_transfer_in: usize,
+}
+
+/// The largest JSON text handed into an isolate whose heap is `heap_mb`
+/// MiB: a sixteenth of the heap (it becomes a string, then the values it
+/// parses to, several times its size), at most the 16 MiB every engine keeps.
+pub fn max_transfer_in(heap_mb: u64) -> usize {
+    usize::try_from((heap_mb << 20) / 16)
+        .unwrap_or(usize::MAX)
+        .min(code_runner_core::json::MAX_GUEST_JSON_BYTES)
 }
 
 /// How ops find the shared state in deno_core's `OpState`.
@@ -78,7 +90,12 @@ pub type SharedIo = Rc<RefCell<Io>>;
 
 impl Io {
     /// Fresh state for a runtime.
-    pub fn new(host: tokio::runtime::Handle, scratch: Scratch, watch: Arc<Watch>) -> SharedIo {
+    pub fn new(
+        host: tokio::runtime::Handle,
+        scratch: Scratch,
+        watch: Arc<Watch>,
+        max_transfer_in: usize,
+    ) -> SharedIo {
         Rc::new(RefCell::new(Io {
             turns: BTreeMap::new(),
             calls: HashMap::new(),
@@ -89,6 +106,7 @@ impl Io {
             host,
             scratch,
             epoch: Instant::now(),
+            max_transfer_in,
         }))
     }
 

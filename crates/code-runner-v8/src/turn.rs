@@ -36,6 +36,8 @@ pub struct Turn {
     pub budget: Duration,
     /// Its abort signal.
     pub abort: AbortSignal,
+    /// Bytes of JSON payload it carried into the isolate (an `Invoke`).
+    pub payload_bytes: usize,
 }
 
 /// What launching a turn's JavaScript gave.
@@ -123,8 +125,14 @@ fn running<'s>(
     Launch::Running(v8::Global::new(scope, promise))
 }
 
-/// Launches `task` as turn `marker`.
-pub fn launch(isolate: &mut Isolate, marker: u32, task: Task) -> Launch {
+/// Launches `task` as turn `marker` (an `Invoke` with its payload as JSON
+/// text when the caller has measured it already).
+pub fn launch(
+    isolate: &mut Isolate,
+    marker: u32,
+    task: Task,
+    payload_json: Option<String>,
+) -> Launch {
     let runtime = &mut isolate.runtime;
     let internals = &isolate.internals;
     let (function, args): (v8::Global<v8::Function>, Vec<String>) = match task {
@@ -142,7 +150,9 @@ pub fn launch(isolate: &mut Isolate, marker: u32, task: Task) -> Launch {
             (internals.define.clone(), vec![key, specifier])
         }
         Task::Invoke { key, payload } => {
-            let payload = serde_json::to_string(&payload).unwrap_or_else(|_| "null".into());
+            let payload = payload_json.unwrap_or_else(|| {
+                serde_json::to_string(&payload).unwrap_or_else(|_| "null".into())
+            });
             (internals.invoke.clone(), vec![key, payload])
         }
     };

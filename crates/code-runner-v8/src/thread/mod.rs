@@ -110,7 +110,12 @@ impl Engine {
                 boot.options.work_dir.display()
             )
         })?;
-        let io = Io::new(boot.host.clone(), scratch, boot.watch.clone());
+        let io = Io::new(
+            boot.host.clone(),
+            scratch,
+            boot.watch.clone(),
+            crate::state::max_transfer_in(boot.options.heap_mb),
+        );
         let result_limit = boot
             .options
             .max_result_bytes
@@ -217,6 +222,21 @@ impl Engine {
         self.next_marker = self.next_marker.wrapping_add(1).max(1);
         let deadline = Instant::now() + spec.timeout;
         let has_value = !matches!(spec.task, Task::Define { .. });
+        let payload_json = match &spec.task {
+            Task::Invoke { payload, .. } => {
+                let text = serde_json::to_string(payload).unwrap_or_else(|_| "null".into());
+                if let Err(message) = self.admit_payload(text.len()) {
+                    let _ = reply.send(outcome(
+                        cap,
+                        TurnEnding::Faulted(Fault::ResourceExhausted(message)),
+                    ));
+                    return;
+                }
+                Some(text)
+            }
+            _ => None,
+        };
+        let payload_bytes = payload_json.as_ref().map_or(0, String::len);
         let installing = turn::bindings_spec(&spec.bindings, self.boot.files_namespace.as_deref());
         self.io.borrow_mut().turns.insert(
             marker,
@@ -236,6 +256,7 @@ impl Engine {
             deadline,
             budget: spec.timeout,
             abort: spec.abort,
+            payload_bytes,
         });
         self.rearm();
         let Some(isolate) = self.isolate.as_mut() else {
@@ -251,7 +272,7 @@ impl Engine {
                 );
                 self.installed = Some(installing);
             }
-            turn::launch(isolate, marker, spec.task)
+            turn::launch(isolate, marker, spec.task, payload_json)
         };
         if self.handle_stop() {
             return;
@@ -270,6 +291,28 @@ impl Engine {
                 )),
             ),
         }
+    }
+
+    /// Whether a handler's payload of `bytes` bytes of JSON may enter the
+    /// isolate: at most [`max_transfer_in`](crate::state::max_transfer_in)
+    /// each, and twice that for every call in flight together, so calls
+    /// carrying large payloads are refused before they fill the heap that
+    /// the other calls on this runtime share.
+    fn admit_payload(&self, bytes: usize) -> Result<(), String> {
+        let single = self.io.borrow().max_transfer_in;
+        if bytes > single {
+            return Err(format!(
+                "the payload is {bytes} bytes of JSON; a node handler takes at most {single} (a sixteenth of heap_mb)"
+            ));
+        }
+        let held: usize = self.turns.iter().map(|t| t.payload_bytes).sum();
+        let all = single.saturating_mul(2);
+        if held.saturating_add(bytes) > all {
+            return Err(format!(
+                "the calls in flight on this runtime already carry {held} bytes of payload, and this one {bytes}; together they may carry {all} (an eighth of heap_mb): retry once they have answered"
+            ));
+        }
+        Ok(())
     }
 
     /// Answers every turn that is over: settled, uncaught, out of time or aborted.

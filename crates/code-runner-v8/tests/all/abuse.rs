@@ -71,11 +71,18 @@ async fn child_huge_strings() {
         r#"let a = "\u1234".repeat(2**29 - 24).indexOf("y"); let b = "\u4321".repeat(2**29 - 24).indexOf("y"); return a + b"#,
         r#"let s = "\u1234"; for (let i = 0; i < 28; i++) s += s; return s.indexOf("y") + s.slice(1).indexOf("z")"#,
     ] {
-        let out = rt.run(turn(program)).await;
+        let out = rt.run(slow(program)).await;
         assert_exhausted(&out);
         assert_eq!(value(&rt.run(turn("return 2 + 2")).await), json!(4));
     }
     rt.close().await;
+}
+
+/// A turn writing a gigabyte: a budget for a loaded machine.
+fn slow(program: &str) -> TurnSpec {
+    let mut spec = turn(program);
+    spec.timeout = Duration::from_secs(180);
+    spec
 }
 
 /// Guest code ran inside the bootstrap after the deadline was disarmed: a
@@ -316,4 +323,36 @@ async fn clock_is_coarse_and_file_names_are_well_formed() {
         ])
     );
     rt.close().await;
+}
+
+/// The reproductions in a loop, in eight runtimes at once: every run ends
+/// as resource_exhausted, none aborts the process, and each runtime goes on.
+#[test]
+fn huge_strings_in_eight_runtimes_never_abort() {
+    in_child("abuse::child_huge_strings_in_eight_runtimes");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "run by huge_strings_in_eight_runtimes_never_abort in a child process"]
+async fn child_huge_strings_in_eight_runtimes() {
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        tasks.push(tokio::spawn(async move {
+            let (rt, _dir) = runtime_with(heap_128()).await;
+            for round in 0..2 {
+                let program = if (i + round) % 2 == 0 {
+                    r#"let a = "a".repeat(2**29 - 24).indexOf("y"); let b = "b".repeat(2**29 - 24).indexOf("y"); return a + b"#
+                } else {
+                    r#"let s = "\u1234"; for (let i = 0; i < 27; i++) s += s; return s.indexOf("y") + (s + "!").indexOf("z")"#
+                };
+                let out = rt.run(slow(program)).await;
+                assert_exhausted(&out);
+                assert_eq!(value(&rt.run(turn("return 2 + 2")).await), json!(4));
+            }
+            rt.close().await;
+        }));
+    }
+    for task in tasks {
+        task.await.expect("a runtime's loop");
+    }
 }

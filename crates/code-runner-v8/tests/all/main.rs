@@ -13,6 +13,7 @@ mod isolation;
 mod json;
 mod limits;
 mod seam;
+mod shared;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

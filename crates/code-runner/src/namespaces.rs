@@ -5,8 +5,10 @@
 //! `app::users::get`). Every segment starts with an ASCII letter and goes
 //! on with ASCII letters, digits, `_` or `-`, at most 64 characters; a whole
 //! id is at most 256 bytes. Namespaces that name the worker itself, the iii
-//! engine, or a worker the bus bridge protects are reserved (compared
-//! ignoring ASCII case), so nothing can be published in front of them.
+//! engine, or a worker the bus bridge protects are reserved, so nothing can
+//! be published in front of them. Reservations compare ids folded: ASCII
+//! case ignored and `_`/`-` dropped, so `Code_Runner`, `coderunner` and
+//! `engine_` are look-alikes of reserved names and reserved too.
 
 use code_runner_core::RunnerError;
 
@@ -87,14 +89,31 @@ impl FunctionId {
 pub fn check_namespace(namespace: &str) -> Result<(), RunnerError> {
     check_segment(namespace)
         .map_err(|why| RunnerError::invalid(format!("namespace `{namespace}` {why}")))?;
-    let lower = namespace.to_ascii_lowercase();
-    if RESERVED_NAMESPACES.contains(&lower.as_str()) || lower.starts_with("iii-") {
+    if is_reserved(namespace) {
         return Err(RunnerError::invalid(format!(
-            "namespace `{namespace}` is reserved (reserved: {}, and every iii-…)",
+            "namespace `{namespace}` is reserved (reserved: {}, and every iii-…; compared ignoring case, `_` and `-`)",
             RESERVED_NAMESPACES.join(", ")
         )));
     }
     Ok(())
+}
+
+/// Whether `namespace` is reserved or a look-alike of a reserved one.
+fn is_reserved(namespace: &str) -> bool {
+    let folded = fold(namespace);
+    let lower = namespace.to_ascii_lowercase();
+    RESERVED_NAMESPACES.iter().any(|r| fold(r) == folded)
+        || lower.starts_with("iii-")
+        || lower.starts_with("iii_")
+}
+
+/// A namespace as reservations compare it: ASCII lower case, `_` and `-` dropped.
+fn fold(namespace: &str) -> String {
+    namespace
+        .chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
 }
 
 /// The namespace a teardown names: `app` or `app::`, checked.
@@ -189,6 +208,17 @@ mod tests {
             "iii::x",
             "iii-queue::x",
             "Engine::x",
+            "code_runner::x",
+            "coderunner::x",
+            "Code-Runner::x",
+            "CODE_RUNNER::x",
+            "engine_::x",
+            "en-gine::x",
+            "Configuration_::x",
+            "iii_queue::x",
+            "III-x::x",
+            "provider_openai_codex::x",
+            "State-::x",
         ] {
             let err = FunctionId::parse(reserved).unwrap_err();
             assert!(
@@ -199,6 +229,8 @@ mod tests {
         }
         assert!(FunctionId::parse("stateful::x").is_ok());
         assert!(FunctionId::parse("engineer::x").is_ok());
+        assert!(FunctionId::parse("code-runners::x").is_ok());
+        assert!(FunctionId::parse("iiiapp::x").is_ok());
     }
 
     /// A teardown may name `app` or `app::`; both mean the same namespace.

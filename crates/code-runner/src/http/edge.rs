@@ -5,6 +5,8 @@
 //!   resolves to 127.0.0.1 sends `Host: evil.example:PORT`. A request must
 //!   name the server by IP address (any, so a `0.0.0.0` listener answers on
 //!   each of its addresses) or `localhost`; other names need `--allow-host`.
+//!   A request with no `Host` at all (HTTP/1.0 allows that) is refused too:
+//!   the rule cannot be checked without one.
 //! - **Origin**: a browser names the page behind every `fetch` that is not a
 //!   plain navigation. Only the server's own origin (`http(s)://` + the
 //!   request's `Host`) and the `--allow-origin` list may call; the listed
@@ -69,12 +71,16 @@ impl EdgePolicy {
     }
 
     fn check(&self, req: &Request) -> Result<(), Refusal> {
-        let host = match req.headers().get(header::HOST) {
-            Some(value) => Some(self.check_host(value)?),
-            None => None,
+        let Some(host) = req.headers().get(header::HOST) else {
+            return Err(forbidden(
+                "the request has no Host header: send one naming this server (its IP address \
+                 or localhost, e.g. `Host: 127.0.0.1:7979`); HTTP/1.1 clients always do"
+                    .into(),
+            ));
         };
+        let host = self.check_host(host)?;
         if let Some(origin) = req.headers().get(header::ORIGIN) {
-            self.check_origin(origin, host.as_deref())?;
+            self.check_origin(origin, &host)?;
         }
         if req.method() == Method::POST {
             check_content_type(req.headers().get(header::CONTENT_TYPE))?;
@@ -102,12 +108,10 @@ impl EdgePolicy {
         )))
     }
 
-    fn check_origin(&self, value: &HeaderValue, host: Option<&str>) -> Result<(), Refusal> {
+    fn check_origin(&self, value: &HeaderValue, host: &str) -> Result<(), Refusal> {
         let origin = value.to_str().unwrap_or("").trim().to_ascii_lowercase();
-        let own = host.is_some_and(|host| {
-            origin.strip_prefix("http://") == Some(host)
-                || origin.strip_prefix("https://") == Some(host)
-        });
+        let own = origin.strip_prefix("http://") == Some(host)
+            || origin.strip_prefix("https://") == Some(host);
         if own || self.origins.contains(&origin) {
             return Ok(());
         }

@@ -188,3 +188,23 @@ async fn foreign_host_names_are_refused_against_dns_rebinding() {
         assert_ran(&post_run(&server, &[&format!("Host: {host}"), json]).await);
     }
 }
+
+/// A request with no `Host` at all (HTTP/1.0 needs none) cannot be checked
+/// against DNS rebinding, so it is refused, saying what to send; the same
+/// HTTP/1.0 request naming the server is served. Before, it skipped the rule
+/// and ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_host_is_refused() {
+    let server = Server::start().await;
+    let json = "Content-Type: application/json";
+    let head = format!("POST /v1/call/{RUN} HTTP/1.0\r\n{json}");
+    let (status, body) = raw_http(&server.addr(), &head, TWO_PLUS_TWO.as_bytes()).await;
+    let body: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    assert_refused(&(status, body), 403, "no Host header");
+    let (status, _) = raw_http(&server.addr(), "GET /v1/functions HTTP/1.0", b"").await;
+    assert_eq!(status, 403, "GET without Host");
+    let host = format!("Host: {}", server.addr());
+    let head = format!("POST /v1/call/{RUN} HTTP/1.0\r\n{host}\r\n{json}");
+    let (status, body) = raw_http(&server.addr(), &head, TWO_PLUS_TWO.as_bytes()).await;
+    assert_eq!(status, 200, "{body}");
+}

@@ -53,12 +53,14 @@ pub const MAX_RUNTIMES_CEILING: usize = 4096;
 /// Every other key is captured when the engines boot and cannot be rebound
 /// under live runtimes: a change to one is saved at once and applies at the
 /// next start.
-pub const NEXT_CALL_KEYS: [&str; 5] = [
+pub const NEXT_CALL_KEYS: [&str; 7] = [
     "max_result_bytes",
     "max_stream_bytes",
     "default_timeout_ms",
     "max_timeout_ms",
     "inject_guidance",
+    "guest_writable_namespaces",
+    "guest_trigger_types",
 ];
 
 /// The worker's configuration, read from YAML or JSON; every key is optional.
@@ -109,6 +111,13 @@ pub struct Config {
     /// Interpreters kept booted for one-shot runs at the default memory (default 2; 0 disables).
     /// They hold no `max_runtimes` slot until a run takes one. Applies at the next start.
     pub warm_pool: usize,
+    /// Namespaces a host call created that guest code may still register
+    /// into and tear down (default none). Applies to the next call.
+    pub guest_writable_namespaces: Vec<String>,
+    /// Trigger types guest code may bind its functions to through
+    /// `engine::register_trigger` (default none). `console:*`, `harness::*`,
+    /// `configuration`, `log` and `trace` are refused. Applies to the next call.
+    pub guest_trigger_types: Vec<String>,
 }
 
 impl Default for Config {
@@ -128,6 +137,8 @@ impl Default for Config {
             max_stream_bytes: DEFAULT_MAX_STREAM_BYTES,
             max_memory_mb: DEFAULT_MAX_MEMORY_MB,
             warm_pool: DEFAULT_WARM_POOL,
+            guest_writable_namespaces: Vec::new(),
+            guest_trigger_types: Vec::new(),
         }
     }
 }
@@ -180,6 +191,8 @@ impl Config {
                 self.max_memory_mb
             )));
         }
+        crate::guest_policy::check_guest_namespaces(&self.guest_writable_namespaces)?;
+        crate::guest_policy::check_guest_trigger_types(&self.guest_trigger_types)?;
         Ok(())
     }
 
@@ -217,6 +230,8 @@ impl Config {
             default_timeout_ms: newer.default_timeout_ms,
             max_timeout_ms: newer.max_timeout_ms,
             inject_guidance: newer.inject_guidance,
+            guest_writable_namespaces: newer.guest_writable_namespaces.clone(),
+            guest_trigger_types: newer.guest_trigger_types.clone(),
             ..self.clone()
         }
     }
@@ -292,6 +307,8 @@ mod tests {
         assert_eq!(config.max_stream_bytes, 16384);
         assert_eq!(config.max_memory_mb, 512);
         assert_eq!(config.warm_pool, 2);
+        assert!(config.guest_writable_namespaces.is_empty());
+        assert!(config.guest_trigger_types.is_empty());
     }
 
     /// An unknown key must be named, not silently ignored.

@@ -37,6 +37,7 @@ mod config;
 mod engine;
 mod error;
 mod fs;
+pub mod guest_policy;
 pub mod json;
 mod settle;
 pub mod wire;

@@ -190,7 +190,11 @@ fn refill_pool(inner: &Inner, lang: code_runner_core::Lang) {
 }
 
 /// `code-runner::teardown`: a kept runtime by id, or a namespace.
-pub(crate) async fn teardown(inner: Arc<Inner>, payload: Value) -> Result<Value, CallError> {
+pub(crate) async fn teardown(
+    inner: Arc<Inner>,
+    payload: Value,
+    caller: Caller,
+) -> Result<Value, CallError> {
     let request: TeardownRequest = parse(payload)?;
     let response = match (request.runtime_id, request.namespace) {
         (Some(id), None) => {
@@ -202,7 +206,9 @@ pub(crate) async fn teardown(inner: Arc<Inner>, payload: Value) -> Result<Value,
                 namespace: None,
             }
         }
-        (None, Some(namespace)) => crate::register::teardown_namespace(&inner, &namespace).await?,
+        (None, Some(namespace)) => {
+            crate::register::teardown_namespace(&inner, &namespace, &caller).await?
+        }
         (Some(_), Some(_)) => {
             return Err(RunnerError::invalid(
                 "pass exactly one of runtime_id or namespace, not both",

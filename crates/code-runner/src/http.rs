@@ -127,7 +127,24 @@ async fn call(
 }
 
 async fn functions(State(worker): State<Worker>) -> Response {
-    axum::Json(worker.functions()).into_response()
+    match worker.functions().await {
+        Ok(listing) => {
+            // Serialising a large listing is work too: off the async workers.
+            let body = tokio::task::spawn_blocking(move || serde_json::to_vec(&listing)).await;
+            match body {
+                Ok(Ok(bytes)) => (
+                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    bytes,
+                )
+                    .into_response(),
+                _ => ApiError(
+                    code_runner_core::RunnerError::engine("listing functions failed").into(),
+                )
+                .into_response(),
+            }
+        }
+        Err(err) => ApiError(err).into_response(),
+    }
 }
 
 async fn healthz(State(worker): State<Worker>) -> Response {

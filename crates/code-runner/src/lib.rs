@@ -53,6 +53,7 @@ mod published;
 mod register;
 pub mod registry;
 mod settings;
+mod tenancy;
 pub mod ui;
 mod workdir;
 mod worker;

@@ -24,6 +24,7 @@ pub(crate) async fn retire(inner: &Inner, key: RuntimeKey) -> Vec<String> {
     let mut ids = inner
         .published
         .unpublish_owner(&Owner::Runtime(key), &inner.bus);
+    inner.guest_triggers.forget(key);
     for child in inner.lineage.end(key) {
         if let Some(kept) = inner.registry.take_by_key(child) {
             kept.runtime.close().await;

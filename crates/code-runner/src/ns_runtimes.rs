@@ -26,6 +26,7 @@ use serde_json::Value;
 use crate::guest::GuestBindings;
 use crate::lineage::RuntimeKey;
 use crate::registry::{Slot, WorkDir};
+use crate::tenancy::Writer;
 
 /// The key of the probe handler every namespace runtime defines first.
 pub const PROBE_KEY: &str = "code-runner::probe";
@@ -226,15 +227,29 @@ pub fn exited_ok(outcome: &TurnOutcome) -> bool {
     matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, .. })
 }
 
-/// One namespace: its runtimes and the lock that serializes registering
-/// into it and tearing it down.
+/// One namespace: its runtimes, who created it, and the lock that
+/// serializes registering into it and tearing it down.
 #[derive(Default)]
 pub struct Entry {
     ops: Arc<tokio::sync::Mutex<()>>,
     runtimes: Mutex<HashMap<Lang, Arc<NamespaceRuntime>>>,
+    owner: Mutex<Option<Writer>>,
 }
 
 impl Entry {
+    /// Who created the namespace (`None` until its first registration).
+    pub fn owner(&self) -> Option<Writer> {
+        *self.owner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records `writer` as the namespace's creator, unless it has one.
+    pub fn claim(&self, writer: Writer) {
+        self.owner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(writer);
+    }
+
     /// The runtime of `lang`, if booted.
     pub fn get(&self, lang: Lang) -> Option<Arc<NamespaceRuntime>> {
         self.lock().get(&lang).cloned()

@@ -18,7 +18,8 @@ use crate::invoke::{failure_text, published_function};
 use crate::lifecycle::{retire, teardown_key};
 use crate::namespaces::{FunctionId, canonical, parse_namespace_arg};
 use crate::ns_runtimes::{NamespaceRuntime, TurnParams};
-use crate::published::{Owner, check_format};
+use crate::published::{Owner, check_description, check_format};
+use crate::tenancy::{Writer, may_tear_down_held, may_write};
 use crate::worker::Inner;
 
 /// The id of the registration function.
@@ -42,6 +43,7 @@ pub(crate) async fn register_function(
         ))
         .into());
     }
+    let description = check_description(request.description)?;
     let request_schema = check_format("request_format", request.request_format)?;
     let response_schema = check_format("response_format", request.response_format)?;
     let lang = request.lang;
@@ -57,9 +59,14 @@ pub(crate) async fn register_function(
         namespace: namespace.clone(),
         lang,
     };
+    let writer = Writer::of(&caller);
     let held = inner.namespaces.hold(&namespace).await;
     let existing = held.entry.get(lang);
     let outcome = async {
+        if let Some(creator) = held.entry.owner() {
+            let open = inner.config().guest_writable_namespaces;
+            may_write(&namespace, creator, writer, &open, "register into")?;
+        }
         inner.published.check(&id, &owner, lang, &inner.bus)?;
         let runtime = match &existing {
             Some(runtime) => runtime.clone(),
@@ -71,7 +78,7 @@ pub(crate) async fn register_function(
                 &inner,
                 &id,
                 lang,
-                request.description,
+                description,
                 request_schema,
                 response_schema,
             );
@@ -88,6 +95,7 @@ pub(crate) async fn register_function(
             if existing.is_none() {
                 held.entry.insert(runtime);
             }
+            held.entry.claim(writer);
             Ok(())
         }
         Ok((runtime, Err(err))) => {
@@ -232,12 +240,33 @@ pub(crate) fn budget(inner: &Inner, caller: &Caller) -> Result<std::time::Durati
 
 /// `code-runner::teardown {namespace}`: destroys every runtime behind the
 /// namespace, in every language, and lists every id that stopped resolving.
+/// Only a writer of the namespace may ([`crate::tenancy`]); a namespace a
+/// runtime holds through `iii.registerFunction` goes by name only from that
+/// runtime's lineage (everyone else uses its `runtime_id`).
 pub(crate) async fn teardown_namespace(
     inner: &Arc<Inner>,
     argument: &str,
+    caller: &Caller,
 ) -> Result<TeardownResponse, RunnerError> {
     let namespace = parse_namespace_arg(argument)?;
+    let writer = Writer::of(caller);
     let held = inner.namespaces.hold(&namespace).await;
+    let holder = inner.published.runtime_holder(&namespace);
+    let allowed = match (held.entry.owner(), holder) {
+        (Some(creator), _) => may_write(
+            &namespace,
+            creator,
+            writer,
+            &inner.config().guest_writable_namespaces,
+            "tear down",
+        ),
+        (None, Some(key)) => may_tear_down_held(&namespace, inner.lineage.root(key), writer),
+        (None, None) => Ok(()),
+    };
+    if let Err(err) = allowed {
+        inner.namespaces.release_if_empty(&namespace, &held);
+        return Err(err);
+    }
     let runtimes = inner.namespaces.take(&namespace, &held);
     let mut destroyed = !runtimes.is_empty();
     let mut unregistered = Vec::new();
@@ -252,7 +281,7 @@ pub(crate) async fn teardown_namespace(
         runtime.runtime.close().await;
         unregistered.extend(retire(inner, runtime.key).await);
     }
-    if let Some(key) = inner.published.runtime_holder(&namespace)
+    if let Some(key) = holder
         && let Some(ids) = teardown_key(inner, key).await
     {
         destroyed = true;

@@ -53,6 +53,8 @@ pub(crate) struct Inner {
     pub(crate) bus: Bus,
     pub(crate) lineage: Lineage,
     pub(crate) published: Published,
+    /// Trigger bindings guest code registered, by lineage.
+    pub(crate) guest_triggers: crate::bridge::GuestTriggers,
     pub(crate) namespaces: NamespaceRuntimes,
     pub(crate) runtimes_dir: PathBuf,
     pub(crate) engines: Engines,
@@ -137,6 +139,7 @@ impl Worker {
             bus: Bus::default(),
             lineage: Lineage::default(),
             published: Published::default(),
+            guest_triggers: Default::default(),
             namespaces: NamespaceRuntimes::default(),
             runtimes_dir,
             engines,
@@ -181,9 +184,17 @@ impl Worker {
         self.inner.bus.call(function_id, payload).await
     }
 
-    /// Describes every registered function.
-    pub fn functions(&self) -> FunctionsInfoResponse {
-        self.inner.bus.info(&self.inner.bus.ids())
+    /// Describes every registered function, built on a blocking thread (the
+    /// listing is bounded: at most 256 KiB of descriptions and formats per
+    /// runtime, beside the worker's own).
+    ///
+    /// # Errors
+    /// `code-runner::engine` when the blocking thread failed.
+    pub async fn functions(&self) -> Result<FunctionsInfoResponse, CallError> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.bus.info(&inner.bus.ids()))
+            .await
+            .map_err(|err| RunnerError::engine(format!("listing functions failed: {err}")).into())
     }
 
     /// Liveness and load, for `/healthz`.
@@ -234,7 +245,7 @@ fn register_functions(inner: &Arc<Inner>) {
         "Destroy a runtime: unregister its bus functions, kill it and free its slot. Pass exactly one of runtime_id (from a keep: true run) or namespace (a register_function namespace, e.g. \"app\" for app::greet).",
         schema_of::<TeardownRequest>(),
         schema_of::<TeardownResponse>(),
-        handler(inner, functions::teardown),
+        handler_as(inner, functions::teardown),
     ));
     inner.bus.register(
         FUNCTIONS_INFO,

@@ -4,21 +4,36 @@
 //! language, so this one check covers both engines. It runs before dispatch,
 //! for plain, fire-and-forget and queued calls alike, and it also looks
 //! through trigger registrations: a call to a trigger-registration function
-//! whose payload targets a denied function is refused, and so is one that
-//! targets another trigger-registration function (that would install a
-//! second binding nothing checked). Ordinary calls pass untouched.
+//! whose payload targets a function guest code may not call is refused, and
+//! so is one that targets another trigger-registration function (that would
+//! install a second binding nothing checked). Ordinary calls pass untouched.
 //!
-//! These rules protect a few functions of other workers; they are not a
-//! general sandbox for what bus calls may do.
+//! The contract's rules protect a few functions of other workers. Beyond
+//! them, code-runner keeps guest code off what belongs to the operator:
 //!
-//! One rule is code-runner's own, beyond the contract's list: guest code may
-//! not replace code-runner's configuration (`configuration::set` with
-//! `id: "code-runner"`, here or through the engine's configuration worker),
-//! nor bind a trigger to `configuration::set`. The configuration sets the
-//! limits that hold the guest (timeouts, caps, slots, memory), and a change
-//! persists across restarts.
+//! - **configuration**: every `configuration::*` call that changes an entry
+//!   (`register`, `set`, anything but `get`, `list` and `schema`), whatever
+//!   the entry: code-runner's holds the limits the guest runs under, other
+//!   workers' hold theirs, and a stored value outlives the process;
+//! - **administration**: the engine's functions that wipe or rewrite what
+//!   the operator reads ([`ADMINISTRATIVE`]);
+//! - **trigger bindings** ([`triggers`]): a guest may bind a trigger only of
+//!   a type the operator opened (`guest_trigger_types`, empty by default;
+//!   UI slots, hooks, `configuration`, `log` and `trace` never), and may
+//!   unregister only the triggers its own lineage registered.
+
+#[cfg(test)]
+mod tests;
+mod triggers;
+
+pub use triggers::{GuestTriggers, MAX_TRIGGERS_PER_LINEAGE};
 
 use std::fmt;
+
+use serde_json::Value;
+
+use crate::lineage::RuntimeKey;
+use crate::worker::Inner;
 
 /// The functions guest code may not call, as the contract spells them.
 /// `x::*` matches `x` itself and every id under `x::`. Ids are compared
@@ -31,14 +46,34 @@ pub const DENIED: &[&str] = &[
 ];
 
 /// Functions that register a trigger binding: their payload's `function_id`
-/// is the binding's target.
+/// is the binding's target, its `trigger_type` the binding's type.
 pub const TRIGGER_REGISTRATIONS: &[&str] = &["engine::register_trigger"];
 
-/// The function that replaces a configuration entry, and the entry guest
-/// code may not replace through it (code-runner's own rule).
-pub const CONFIGURATION_SET: &str = "configuration::set";
+/// Functions that remove a trigger binding by its `id`.
+pub const TRIGGER_UNREGISTRATIONS: &[&str] = &["engine::unregister_trigger"];
+
+/// The configuration functions guest code may call: the readers. Every
+/// other `configuration::*` function changes an entry.
+pub const CONFIGURATION_READS: &[&str] = &[
+    "configuration::get",
+    "configuration::list",
+    "configuration::schema",
+];
+
 /// The configuration entry holding code-runner's limits.
 pub const OWN_CONFIGURATION: &str = "code-runner";
+
+/// The engine's administrative functions: they wipe what the operator
+/// reads (logs, traces), rewrite this worker's identity on the engine, or
+/// act on queues' dead letters.
+pub const ADMINISTRATIVE: &[&str] = &[
+    "engine::logs::clear",
+    "engine::traces::clear",
+    "engine::workers::register",
+    "iii::queue::discard_message",
+    "iii::queue::redrive",
+    "iii::queue::redrive_message",
+];
 
 /// Why a guest call was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,59 +98,115 @@ impl fmt::Display for Refusal {
 /// rejected promise's `code`), beside `function_not_found` and the contract's.
 pub const FORBIDDEN: &str = "forbidden";
 
-/// Checks a guest call of `function_id` with `payload`.
+/// Checks a guest call of `function_id` with `payload` by the rules that
+/// need no state: the denied list, configuration changes, administrative
+/// functions, and what a trigger registration targets.
 ///
 /// # Errors
 /// The [`Refusal`] naming the function and the rule.
-pub fn check(function_id: &str, payload: &serde_json::Value) -> Result<(), Refusal> {
+pub fn check(function_id: &str, payload: &Value) -> Result<(), Refusal> {
     let refuse = |reason: String| Refusal {
         function_id: bounded(function_id),
         reason,
     };
-    if let Some(rule) = denied_by(function_id) {
-        return Err(refuse(format!(
-            "guest code may not call {rule} (a bus bridge rule)"
-        )));
+    if let Some(reason) = call_refusal(function_id, payload) {
+        return Err(refuse(reason));
     }
-    if normalise(function_id) == CONFIGURATION_SET {
-        let entry = payload.get("id").and_then(serde_json::Value::as_str);
-        if entry.is_some_and(|entry| normalise(entry) == OWN_CONFIGURATION) {
+    if is_trigger_registration(function_id)
+        && let Some(target) = payload.get("function_id").and_then(Value::as_str)
+    {
+        if is_trigger_registration(target) || is_trigger_unregistration(target) {
             return Err(refuse(format!(
-                "guest code may not change code-runner's own configuration (id `{OWN_CONFIGURATION}`): it sets the limits guest code runs under (code-runner's rule); configuration::get reads it"
+                "a trigger binding cannot target another trigger registration (`{}`); that would install a binding nothing checked (a bus bridge rule)",
+                bounded(target)
             )));
         }
-    }
-    if is_trigger_registration(function_id) {
-        let target = payload
-            .get("function_id")
-            .and_then(serde_json::Value::as_str);
-        if let Some(target) = target {
-            if normalise(target) == CONFIGURATION_SET {
-                return Err(refuse(format!(
-                    "its target `{}` would change a configuration from a binding nothing checks (code-runner's rule)",
-                    bounded(target)
-                )));
-            }
-            if let Some(rule) = denied_by(target) {
-                return Err(refuse(format!(
-                    "its target `{}` matches {rule}, which guest code may not reach through a trigger either (a bus bridge rule)",
-                    bounded(target)
-                )));
-            }
-            if is_trigger_registration(target) {
-                return Err(refuse(format!(
-                    "a trigger binding cannot target another trigger registration (`{}`); that would install a binding nothing checked (a bus bridge rule)",
-                    bounded(target)
-                )));
-            }
+        if let Some(reason) = call_refusal(target, &Value::Null) {
+            return Err(refuse(format!(
+                "its target `{}` is refused to guest code, through a trigger too: {reason}",
+                bounded(target)
+            )));
         }
     }
     Ok(())
 }
 
+/// [`check`], then the rules that depend on the configuration in force and
+/// on what the calling lineage (`root`) registered: a trigger binding's type
+/// must be one the operator opened, and a trigger may be unregistered only by
+/// the lineage that registered it.
+///
+/// # Errors
+/// The [`Refusal`] naming the function and the rule.
+pub(crate) fn admit(
+    inner: &Inner,
+    root: RuntimeKey,
+    function_id: &str,
+    payload: &Value,
+) -> Result<(), Refusal> {
+    check(function_id, payload)?;
+    let refuse = |reason: String| Refusal {
+        function_id: bounded(function_id),
+        reason,
+    };
+    if is_trigger_registration(function_id) {
+        let trigger_type = payload.get("trigger_type").and_then(Value::as_str);
+        let open = inner.config().guest_trigger_types;
+        triggers::admit_type(trigger_type, &open).map_err(&refuse)?;
+        inner.guest_triggers.has_room(root).map_err(&refuse)?;
+    }
+    if is_trigger_unregistration(function_id) {
+        let id = payload.get("id").and_then(Value::as_str);
+        inner.guest_triggers.take(root, id).map_err(refuse)?;
+    }
+    Ok(())
+}
+
+/// After a guest call of `function_id` by the lineage `root` answered
+/// `answer`: a trigger it registered is remembered as its own, so it may
+/// unregister it later. (An unregistration forgets its id when admitted.)
+pub(crate) fn observe(inner: &Inner, root: RuntimeKey, function_id: &str, answer: &Value) {
+    if is_trigger_registration(function_id)
+        && let Some(id) = answer.get("id").and_then(Value::as_str)
+    {
+        inner.guest_triggers.record(root, id);
+    }
+}
+
+/// Why a direct guest call of `function_id` is refused, if it is.
+fn call_refusal(function_id: &str, payload: &Value) -> Option<String> {
+    if let Some(rule) = denied_by(function_id) {
+        return Some(format!(
+            "guest code may not call {rule} (a bus bridge rule)"
+        ));
+    }
+    let id = normalise(function_id);
+    if id.starts_with("configuration::") && !CONFIGURATION_READS.contains(&id.as_str()) {
+        let entry = payload.get("id").and_then(Value::as_str).map(normalise);
+        let whose = if entry.as_deref() == Some(OWN_CONFIGURATION) {
+            format!(
+                "code-runner's own configuration (entry `{OWN_CONFIGURATION}`) sets the limits guest code runs under"
+            )
+        } else {
+            "an entry holds a worker's settings, and a stored value outlives the process".into()
+        };
+        return Some(format!(
+            "guest code may not change any configuration entry: {whose} (code-runner's rule); {} read it",
+            CONFIGURATION_READS.join(", ")
+        ));
+    }
+    if ADMINISTRATIVE.contains(&id.as_str()) {
+        return Some(format!(
+            "`{id}` is one of the engine's administrative functions ({}), which are the operator's (code-runner's rule)",
+            ADMINISTRATIVE.join(", ")
+        ));
+    }
+    None
+}
+
 /// The rule of [`DENIED`] that `function_id` matches, if any.
 pub fn denied_by(function_id: &str) -> Option<&'static str> {
-    let id = function_id.trim().to_ascii_lowercase();
+    let id = normalise(function_id);
     let under = |prefix: &str| id == prefix || id.starts_with(&format!("{prefix}::"));
     DENIED.iter().copied().find(|rule| match *rule {
         "provider::openai-codex::{login,auth}::*" => {
@@ -130,6 +221,11 @@ pub fn denied_by(function_id: &str) -> Option<&'static str> {
 
 fn is_trigger_registration(function_id: &str) -> bool {
     TRIGGER_REGISTRATIONS.contains(&normalise(function_id).as_str())
+}
+
+/// Whether `function_id` unregisters a trigger (whatever its spelling).
+pub fn is_trigger_unregistration(function_id: &str) -> bool {
+    TRIGGER_UNREGISTRATIONS.contains(&normalise(function_id).as_str())
 }
 
 /// An id as the rules compare it: trimmed, ASCII lower case.
@@ -147,118 +243,4 @@ fn bounded(id: &str) -> String {
         end -= 1;
     }
     format!("{}…", &id[..end])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    /// Every denied pattern bites, whatever the case or padding; ordinary
-    /// ids and near misses pass.
-    #[test]
-    fn each_denied_pattern_is_refused() {
-        for (id, rule) in [
-            ("state::claim-namespace", "state::claim-namespace"),
-            (" State::Claim-Namespace ", "state::claim-namespace"),
-            ("harness::state::get", "harness::state::*"),
-            ("harness::state", "harness::state::*"),
-            (
-                "provider-openai-codex::state::set",
-                "provider-openai-codex::state::*",
-            ),
-            (
-                "provider::openai-codex::login::start",
-                "provider::openai-codex::{login,auth}::*",
-            ),
-            (
-                "provider::openai-codex::auth::token",
-                "provider::openai-codex::{login,auth}::*",
-            ),
-        ] {
-            assert_eq!(denied_by(id), Some(rule), "{id}");
-            let refusal = check(id, &json!({})).unwrap_err();
-            assert!(refusal.to_string().contains(rule), "{refusal}");
-            assert!(refusal.to_string().contains(id), "{refusal}");
-        }
-        for ok in [
-            "state::get",
-            "state::claim-namespaces",
-            "harness::stateful",
-            "harness::hook::pre-generate",
-            "provider::openai-codex::generate",
-            "provider::openai-codex::loginx::a",
-            "code-runner::run",
-            "engine::functions::info",
-        ] {
-            assert_eq!(denied_by(ok), None, "{ok}");
-            assert!(
-                check(ok, &json!({"function_id": "state::claim-namespace"})).is_ok(),
-                "{ok}"
-            );
-        }
-    }
-
-    /// A trigger registration is checked by its target: a denied target, or
-    /// another trigger registration, is refused; an ordinary one passes.
-    #[test]
-    fn trigger_registration_targets_are_checked() {
-        let register = "engine::register_trigger";
-        let err = check(
-            register,
-            &json!({"trigger_type": "cron", "function_id": "harness::state::wipe"}),
-        )
-        .unwrap_err();
-        assert!(err.reason.contains("harness::state::*"), "{err}");
-        let err = check(
-            register,
-            &json!({"function_id": "engine::register_trigger"}),
-        )
-        .unwrap_err();
-        assert!(err.reason.contains("another trigger registration"), "{err}");
-        assert!(
-            check(
-                register,
-                &json!({"function_id": "my-app::greet", "config": {}})
-            )
-            .is_ok()
-        );
-        assert!(check(register, &json!({"config": {}})).is_ok());
-    }
-
-    /// Guest code cannot replace code-runner's configuration, however the
-    /// id is spelled, nor bind a trigger to `configuration::set`; other
-    /// entries and reading stay open.
-    #[test]
-    fn own_configuration_cannot_be_set_by_guests() {
-        for (id, entry) in [
-            ("configuration::set", "code-runner"),
-            (" Configuration::SET ", " Code-Runner "),
-        ] {
-            let err = check(id, &json!({"id": entry, "value": {}})).unwrap_err();
-            assert!(err.reason.contains("own configuration"), "{err}");
-        }
-        let err = check(
-            "engine::register_trigger",
-            &json!({"trigger_type": "cron", "function_id": "configuration::set"}),
-        )
-        .unwrap_err();
-        assert!(err.reason.contains("configuration"), "{err}");
-        assert!(check("configuration::set", &json!({"id": "my-app", "value": {}})).is_ok());
-        assert!(check("configuration::get", &json!({"id": "code-runner"})).is_ok());
-    }
-
-    /// A huge id is quoted back bounded.
-    #[test]
-    fn refusals_quote_ids_bounded() {
-        let id = format!("state::claim-namespace{}", "x".repeat(10_000));
-        assert!(check(&id, &json!({})).is_ok());
-        let target = format!("harness::state::{}", "y".repeat(10_000));
-        let err = check(
-            "engine::register_trigger",
-            &json!({ "function_id": target }),
-        )
-        .unwrap_err();
-        assert!(err.to_string().len() < 600, "{}", err.to_string().len());
-    }
 }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::{GuestContext, binding_error};
 use crate::functions::parse;
 use crate::namespaces::FunctionId;
-use crate::published::check_format;
+use crate::published::{check_description, check_format};
 use crate::worker::Inner;
 
 /// The registrar's arguments: `iii.registerFunction(id, handler, options?)`.
@@ -62,6 +62,13 @@ pub(super) async fn register_from_guest(
         ))));
     }
     let options = call.options.unwrap_or_default();
+    let description = check_description(options.description).map_err(|err| {
+        binding_error(RunnerError::invalid(format!(
+            "iii.registerFunction({}): {}",
+            id.as_str(),
+            err.message
+        )))
+    })?;
     let request_schema =
         check_format("request_format", options.request_format).map_err(binding_error)?;
     let response_schema =
@@ -70,7 +77,7 @@ pub(super) async fn register_from_guest(
         &inner,
         &id,
         Lang::Node,
-        options.description,
+        description,
         request_schema,
         response_schema,
     );
@@ -212,7 +219,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn registrar_claims_are_exclusive_and_checked() {
         let (worker, _temp) = worker().await;
-        let (_, a) = kept(&worker).await;
+        let (a_id, a) = kept(&worker).await;
         let (_, b) = kept(&worker).await;
         register(&worker, node(&worker, a, None), json!({"id": "tools::x"}))
             .await
@@ -244,6 +251,10 @@ mod tests {
                 json!({"id": "b::x", "options": {"colour": 1}}),
                 "unknown field",
             ),
+            (
+                json!({"id": "b::x", "options": {"description": "d".repeat(5000)}}),
+                "4 KiB",
+            ),
         ] {
             let err = register(&worker, node(&worker, b, None), args)
                 .await
@@ -251,13 +262,20 @@ mod tests {
             assert_eq!(err.code.as_deref(), Some("code-runner::invalid_request"));
             assert!(err.message.contains(why), "{why}: {}", err.message);
         }
-        // Tearing the namespace down destroys the runtime that held it.
-        let torn = worker
+        // The namespace is the runtime's: its name tears nothing down (not
+        // even for a host caller); the runtime's id does.
+        let err = worker
             .call("code-runner::teardown", json!({"namespace": "tools"}))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, "code-runner::invalid_request");
+        assert!(err.message.contains("runtime_id"), "{}", err.message);
+        assert!(worker.inner().lineage.runtime(a).is_some());
+        let torn = worker
+            .call("code-runner::teardown", json!({"runtime_id": a_id}))
             .await
             .unwrap();
         assert_eq!(torn["unregistered"], json!(["tools::x"]));
-        assert_eq!(torn["namespace"], "tools::");
         assert!(worker.inner().lineage.runtime(a).is_none());
         register(&worker, node(&worker, b, None), json!({"id": "tools::y"}))
             .await

@@ -64,9 +64,11 @@ pub(super) async fn trigger(
         .ok_or_else(|| BindingError::message("the worker is shutting down"))?;
     let request: TriggerRequest = parse(args)
         .map_err(|err| BindingError::message(format!("iii.trigger: {}", err.message)))?;
-    bridge::check(&request.function_id, &request.payload).map_err(|refusal| BindingError {
-        code: Some(bridge::FORBIDDEN.into()),
-        message: refusal.to_string(),
+    bridge::admit(&inner, ctx.root, &request.function_id, &request.payload).map_err(|refusal| {
+        BindingError {
+            code: Some(bridge::FORBIDDEN.into()),
+            message: refusal.to_string(),
+        }
     })?;
     if inner.published.owner_of(&request.function_id) == Some(ctx.owner()) {
         return Err(binding_error(RunnerError::invalid(format!(
@@ -184,6 +186,7 @@ async fn route(
     caller: Caller,
     budget: Duration,
 ) -> Result<Result<Value, CallError>, tokio::time::error::Elapsed> {
+    let root = caller.guest.as_ref().map(|g| g.root);
     let call = async {
         match inner.engine_for(function_id) {
             Some(link) => {
@@ -193,5 +196,9 @@ async fn route(
             None => inner.bus.call_as(function_id, payload, caller).await,
         }
     };
-    tokio::time::timeout(budget, call).await
+    let answer = tokio::time::timeout(budget, call).await;
+    if let (Some(root), Ok(Ok(value))) = (root, &answer) {
+        bridge::observe(inner, root, function_id, value);
+    }
+    answer
 }

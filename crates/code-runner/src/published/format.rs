@@ -1,12 +1,29 @@
-//! What a publication may declare about its payloads: a `request_format` or
-//! `response_format` is a small JSON Schema object that constrains something,
-//! or absent (shown as [`any_schema`]).
+//! What a publication may declare: a `description` of at most 4 KiB, and a
+//! `request_format` or `response_format`, each a small JSON Schema object
+//! that constrains something, or absent (shown as [`any_schema`]).
 
 use code_runner_core::RunnerError;
 use serde_json::{Value, json};
 
 /// Most bytes a `request_format` or `response_format` may serialize to.
 pub const MAX_FORMAT_BYTES: usize = 16 * 1024;
+
+/// Most bytes a published function's `description` may hold.
+pub const MAX_DESCRIPTION_BYTES: usize = 4 * 1024;
+
+/// Checks a publication's `description`.
+///
+/// # Errors
+/// `code-runner::invalid_request` when it is over [`MAX_DESCRIPTION_BYTES`].
+pub fn check_description(description: Option<String>) -> Result<Option<String>, RunnerError> {
+    match description {
+        Some(text) if text.len() > MAX_DESCRIPTION_BYTES => Err(RunnerError::invalid(format!(
+            "description is {} bytes; at most {MAX_DESCRIPTION_BYTES} (4 KiB): say what the function does and put the rest in its formats",
+            text.len()
+        ))),
+        other => Ok(other),
+    }
+}
 
 /// Checks a `request_format` / `response_format` and returns the schema
 /// `engine::functions::info` shows: the format itself, or [`any_schema`].
@@ -53,6 +70,21 @@ pub fn any_schema() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A description is at most 4 KiB; absent stays absent.
+    #[test]
+    fn descriptions_stay_small() {
+        assert_eq!(check_description(None).unwrap(), None);
+        let ok = "d".repeat(MAX_DESCRIPTION_BYTES);
+        assert_eq!(check_description(Some(ok.clone())).unwrap(), Some(ok));
+        let err = check_description(Some("d".repeat(MAX_DESCRIPTION_BYTES + 1))).unwrap_err();
+        assert!(
+            err.message.contains("description is 4097 bytes"),
+            "{}",
+            err.message
+        );
+        assert!(err.message.contains("4 KiB"), "{}", err.message);
+    }
 
     /// Formats: absent is "any", an object must constrain something and
     /// stay under 16 KiB.

@@ -19,7 +19,7 @@ mod format;
 #[cfg(test)]
 mod tests;
 
-pub use format::check_format;
+pub use format::{check_description, check_format};
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -33,6 +33,11 @@ use crate::namespaces::{FunctionId, canonical};
 /// Most functions one runtime (a namespace runtime, or a runtime registering
 /// from guest code) may publish.
 pub const MAX_FUNCTIONS_PER_RUNTIME: usize = 64;
+
+/// Most bytes of descriptions and formats one runtime's publications may
+/// hold together (64 functions could otherwise hold 2.3 MiB): what listings
+/// build is bounded by `max_runtimes` times this.
+pub const MAX_PUBLISHED_BYTES_PER_RUNTIME: usize = 256 * 1024;
 
 /// Who publishes a function.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +56,8 @@ pub enum Owner {
 struct Publication {
     owner: Owner,
     lang: Lang,
+    /// Its description's and formats' bytes, charged to the owner.
+    bytes: usize,
 }
 
 /// The published ids and their owners.
@@ -79,7 +86,8 @@ impl Published {
     ///
     /// # Errors
     /// As [`Published::check`], and `invalid_request` when the owner already
-    /// publishes [`MAX_FUNCTIONS_PER_RUNTIME`] functions.
+    /// publishes [`MAX_FUNCTIONS_PER_RUNTIME`] functions, or this one would
+    /// take its descriptions and formats past [`MAX_PUBLISHED_BYTES_PER_RUNTIME`].
     pub fn publish(
         &self,
         id: &FunctionId,
@@ -98,8 +106,20 @@ impl Published {
                 )));
             }
         }
+        let bytes = declared_bytes(&function);
+        let held: usize = by_id
+            .iter()
+            .filter(|(other, p)| p.owner == owner && other.as_str() != id.as_str())
+            .map(|(_, p)| p.bytes)
+            .sum();
+        if held.saturating_add(bytes) > MAX_PUBLISHED_BYTES_PER_RUNTIME {
+            return Err(RunnerError::invalid(format!(
+                "`{}` declares {bytes} bytes of description and formats, and this runtime's other functions already declare {held}; a runtime's functions may declare at most {MAX_PUBLISHED_BYTES_PER_RUNTIME} (256 KiB) together: shorten them or tear some down",
+                id.as_str()
+            )));
+        }
         bus.register(id.as_str(), function);
-        by_id.insert(id.as_str().to_string(), Publication { owner, lang });
+        by_id.insert(id.as_str().to_string(), Publication { owner, lang, bytes });
         Ok(())
     }
 
@@ -140,6 +160,16 @@ impl Published {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Publication>> {
         self.by_id.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// What a function's description and formats take, as a listing shows them.
+fn declared_bytes(function: &Function) -> usize {
+    let size = |v: &serde_json::Value| serde_json::to_vec(v).map_or(usize::MAX, |b| b.len());
+    function
+        .description
+        .len()
+        .saturating_add(size(&function.request_schema))
+        .saturating_add(size(&function.response_schema))
 }
 
 fn in_namespace<'a>(

@@ -1,7 +1,7 @@
 //! The catalog's claims: one language per id, exclusive namespaces,
 //! bounded publications, foreign ids left alone.
 
-use super::format::any_schema;
+use super::format::{MAX_DESCRIPTION_BYTES, any_schema};
 use super::*;
 use code_runner_core::ErrorCode;
 use std::sync::Arc;
@@ -139,4 +139,48 @@ fn foreign_ids_are_not_taken_over() {
     bus.register("other::f", function());
     let err = publish(&catalog, &bus, &id("other::f"), ns("other", Lang::Python)).unwrap_err();
     assert!(err.message.contains("did not publish"), "{}", err.message);
+}
+
+/// What a runtime's publications declare (descriptions and formats) is
+/// charged to it: past 256 KiB together the next one is refused, a
+/// replaced id's old bytes do not count, and another runtime has its own.
+#[test]
+fn a_runtime_declares_at_most_its_byte_budget() {
+    let (catalog, bus) = (Published::default(), Bus::default());
+    let described = |n: usize| {
+        Function::new(
+            "d".repeat(n),
+            any_schema(),
+            any_schema(),
+            Arc::new(|payload, _| Box::pin(async move { Ok(payload) })),
+        )
+    };
+    let owner = ns("big", Lang::Python);
+    let per = MAX_DESCRIPTION_BYTES;
+    let fits = MAX_PUBLISHED_BYTES_PER_RUNTIME / (per + 200);
+    for i in 0..fits {
+        let f = id(&format!("big::f{i}"));
+        catalog
+            .publish(&f, owner.clone(), Lang::Python, described(per), &bus)
+            .unwrap();
+    }
+    let more = id("big::more");
+    let err = catalog
+        .publish(&more, owner.clone(), Lang::Python, described(per), &bus)
+        .unwrap_err();
+    assert!(err.message.contains("256 KiB"), "{}", err.message);
+    assert!(!bus.contains("big::more"));
+    // Replacing an id recharges it, it does not add to it.
+    catalog
+        .publish(&id("big::f0"), owner, Lang::Python, described(per), &bus)
+        .unwrap();
+    catalog
+        .publish(
+            &id("other::x"),
+            ns("other", Lang::Python),
+            Lang::Python,
+            described(per),
+            &bus,
+        )
+        .unwrap();
 }

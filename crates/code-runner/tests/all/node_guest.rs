@@ -83,7 +83,8 @@ return { refused, ordinary: ordinary.result };
 /// registration, is refused) while an ordinary target passes the bridge.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn void_enqueue_and_trigger_targets_are_checked_from_node() {
-    let server = Server::start().await;
+    // `cron` opened, so an ordinary target passes the bridge.
+    let server = Server::with_config("guest_trigger_types: [cron]\n").await;
     let code = r#"
 const attempt = async (request) => {
   try { return ["answered", await iii.trigger(request)]; } catch (e) { return [e.code, e.message]; }
@@ -206,7 +207,8 @@ return { answer, refused };
 }
 
 /// A one-shot node run's registrations end with the run; a kept one's end
-/// with a teardown of the namespace it claimed, which destroys the runtime.
+/// with the runtime, torn down by its id (a teardown by the namespace's name
+/// is refused: the id is the capability, see `tenants.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn registrations_end_with_the_run_or_the_namespace_teardown() {
     let server = Server::start().await;
@@ -236,10 +238,14 @@ async fn registrations_end_with_the_run_or_the_namespace_teardown() {
         .expect("runtime_id")
         .to_string();
     assert_eq!(server.call("tools::x", json!({})).await.ok(), "x");
-    let torn = server.call(TEARDOWN, json!({"namespace": "tools"})).await;
+    server
+        .call(TEARDOWN, json!({"namespace": "tools"}))
+        .await
+        .assert_error(crate::util::INVALID_REQUEST, "runtime_id");
+    let torn = server.call(TEARDOWN, json!({"runtime_id": id})).await;
     assert_eq!(
         torn.ok(),
-        &json!({"torn_down": true, "namespace": "tools::", "unregistered": ["tools::x"]})
+        &json!({"torn_down": true, "runtime_id": id, "unregistered": ["tools::x"]})
     );
     server
         .run_on(&id, "return 1")

@@ -172,11 +172,14 @@ describe("register_function card", () => {
     const python = html(renderer.tryRenderPreview({ functionId: "code-runner::register_function", input: { function_id: "a::b", lang: "python", source: "def handle(p):\n    return p" }, pendingApproval: true }));
     expect(python).toContain('data-cr-note="advice"');
     expect(textOf(python)).toContain("def handler(payload): …");
-    const node = html(renderer.tryRenderRunning({ functionId: "code-runner::register_function", input: { function_id: "a::b", lang: "node", source: "function handler(p) { return p }" }, running: true }));
+    const node = html(renderer.tryRenderRunning({ functionId: "code-runner::register_function", input: { function_id: "a::b", lang: "node", source: "function handle(p) { return p }" }, running: true }));
     expect(node).toContain('data-cr-note="advice"');
     expect(textOf(node)).toContain("export function handler(payload)");
-    const exported = html(renderer.tryRenderRunning({ functionId: "code-runner::register_function", input: { function_id: "a::b", lang: "node", source: "export async function handler(p) { return p }" }, running: true }));
-    expect(exported).not.toContain('data-cr-note="advice"');
+    // Every form the engine takes as the handler gets no advice.
+    for (const source of ["export async function handler(p) { return p }", "function handler(p) { return p }", "async function handler(p) {}", "export const handler = (p) => p", "export default function (p) { return p }", "export default async (p) => p"]) {
+      const ok = html(renderer.tryRenderRunning({ functionId: "code-runner::register_function", input: { function_id: "a::b", lang: "node", source }, running: true }));
+      expect(ok, source).not.toContain('data-cr-note="advice"');
+    }
   });
 });
 

@@ -25,6 +25,9 @@ use crate::state::SharedIo;
 pub const BOOTSTRAP_NAME: &str = "[code-runner]";
 /// The scheme of handler modules.
 const DEFINE_PREFIX: &str = "code-runner:define/";
+/// The name a handler module's `handler` binding is re-exported under
+/// (`HANDLER_EXPORT` in the bootstrap).
+const HANDLER_EXPORT: &str = "__code_runner_handler__";
 
 /// Loads modules from one runtime's scratch directory.
 pub struct ScratchLoader {
@@ -44,13 +47,22 @@ impl ScratchLoader {
         }
     }
 
-    /// Registers handler source under a fresh specifier for the bootstrap to import.
-    pub fn add_define(&self, id: u32, source: String) -> String {
-        let specifier = format!("{DEFINE_PREFIX}{id}");
+    /// Registers handler source for the bootstrap to import, under two fresh
+    /// specifiers: the source with `handler` re-exported under a name of
+    /// ours (so `function handler` needs no `export`), and the source as it is
+    /// (for a module that declares no `handler` binding: its default export).
+    pub fn add_define(&self, id: u32, source: String) -> (String, String) {
+        let plain = format!("{DEFINE_PREFIX}{id}");
+        let named = format!("{DEFINE_PREFIX}{id}/named");
         let mut defines = self.defines.borrow_mut();
         defines.clear();
-        defines.insert(specifier.clone(), source);
-        specifier
+        // Appended, so every line keeps its number in stack traces.
+        defines.insert(
+            named.clone(),
+            format!("{source}\nexport {{ handler as {HANDLER_EXPORT} }};\n"),
+        );
+        defines.insert(plain.clone(), source);
+        (named, plain)
     }
 }
 

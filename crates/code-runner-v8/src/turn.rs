@@ -146,8 +146,8 @@ pub fn launch(
             );
         }
         Task::Define { key, source } => {
-            let specifier = isolate.loader.add_define(marker, source);
-            (internals.define.clone(), vec![key, specifier])
+            let (named, plain) = isolate.loader.add_define(marker, source);
+            (internals.define.clone(), vec![key, named, plain])
         }
         Task::Invoke { key, payload } => {
             let payload = payload_json.unwrap_or_else(|| {

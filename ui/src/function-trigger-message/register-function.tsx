@@ -12,10 +12,10 @@ export function namespaceOf(functionId: string): string | null {
 
 const HANDLER: Record<Lang, RegExp> = {
   python: /^(?:async\s+)?def\s+handler\s*\(|^handler\s*(?::[^=\n]*)?=/m,
-  node: /\bexport\s+(?:async\s+)?function\s*\*?\s*handler\b|\bexport\s+(?:const|let|var)\s+handler\b|\bexport\s*\{[^}]*\bhandler\b[^}]*\}/,
+  node: /\b(?:async\s+)?function\s*\*?\s*handler\s*\(|\b(?:const|let|var)\s+handler\s*=|\bexport\s*\{[^}]*\bhandler\b[^}]*\}|\bexport\s+default\s+(?:async\b|function\b|\()/,
 };
 
-/** Whether `source` visibly defines the handler `lang` needs (a top-level `def handler` / an exported `handler`). */
+/** Whether `source` visibly defines the handler `lang` needs (a top-level `def handler` / a `handler` binding or a default export that is a function). */
 export function definesHandler(source: string, lang: Lang): boolean {
   return HANDLER[lang].test(source);
 }
@@ -28,8 +28,9 @@ function HandlerAdvice(props: { lang: Lang }) {
     </Note>
   ) : (
     <Note tone="advice">
-      This source exports no <Mono>handler</Mono>. Node loads it as an ES module, so write{" "}
-      <Mono>export function handler(payload) {"{ … }"}</Mono> (it may be async).
+      This source defines no <Mono>handler</Mono>. Node loads it as an ES module, so write{" "}
+      <Mono>export function handler(payload) {"{ … }"}</Mono> (it may be async; <Mono>function handler</Mono> and{" "}
+      <Mono>export default function</Mono> work too).
     </Note>
   );
 }

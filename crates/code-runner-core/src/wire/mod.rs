@@ -137,7 +137,7 @@ pub struct RegisterRequest {
     /// Optional JSON Schema for the handler's return value; same rules as `request_format`.
     #[serde(default)]
     pub response_format: Option<Value>,
-    /// Source that defines `handler(payload)` in `lang`: `export function handler(payload) {…}` (node) or `def handler(payload): …` (python).
+    /// Source that defines `handler(payload)` in `lang`: `export function handler(payload) {…}` (node; also `function handler`, `export const handler = …`, or a default export that is a function) or `def handler(payload): …` (python).
     pub source: String,
 }
 

@@ -59,6 +59,9 @@ const StringSlice = String.prototype.slice;
 const StringCharCodeAt = String.prototype.charCodeAt;
 const StringReplaceAll = String.prototype.replaceAll;
 const StringIsWellFormed = String.prototype.isWellFormed;
+const StringIncludes = String.prototype.includes;
+const ObjectGetPrototypeOf = Object.getPrototypeOf;
+const SyntaxErrorPrototype = SyntaxError.prototype;
 const NumberToFixed = Number.prototype.toFixed;
 const fn = (f, self, ...args) => ReflectApply(f, self, args);
 /** Appends without [[Set]]: an index setter a guest put on Array.prototype is never called. */
@@ -448,10 +451,28 @@ function install(specJson) {
 
 // ---- turns -----------------------------------------------------------------
 
-/** `Task::Define`: imports the handler module and keeps its `handler`. */
-async function define(key, specifier) {
-  const module = await import(specifier);
-  const handler = module.handler;
+/** The name `loader.rs` re-exports a handler module's `handler` binding under. */
+const HANDLER_EXPORT = "__code_runner_handler__";
+
+/** `Task::Define`: imports the handler module and keeps its handler. */
+async function define(key, named, plain) {
+  // `named` re-exports the module's `handler` binding, exported or not
+  // (`function handler`, `async function handler`, `export const handler`);
+  // a module with no such binding fails to link, before any of it ran, and
+  // is imported as it is, for its default export.
+  let module;
+  let handler;
+  try {
+    module = await import(named);
+    handler = module[HANDLER_EXPORT];
+  } catch (error) {
+    const unlinked = ObjectGetPrototypeOf(error) === SyntaxErrorPrototype &&
+      fn(StringIncludes, `${ObjectGetOwnPropertyDescriptor(error, "message")?.value}`, "'handler'");
+    if (!unlinked) throw error;
+    module = await import(plain);
+  }
+  if (typeof handler !== "function") handler = module.handler;
+  if (typeof handler !== "function" && typeof module.default === "function") handler = module.default;
   if (typeof handler !== "function") {
     throw new TypeErrorCtor("the module exports no handler function: write `export function handler(payload) { … }`");
   }

@@ -8,6 +8,7 @@ mod abuse;
 mod basics;
 mod bindings;
 mod files;
+mod handlers;
 mod hostile;
 mod isolation;
 mod json;

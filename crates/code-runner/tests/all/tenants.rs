@@ -10,6 +10,19 @@ use crate::util::{INVALID_REQUEST, RUN, Server, TEARDOWN};
 
 const REGISTER: &str = "code-runner::register_function";
 
+/// A guest run's budget: room for a loaded machine.
+const LONG_MS: u64 = 60_000;
+
+/// A python run of `code` on the kept runtime `id`, with [`LONG_MS`].
+async fn long_on(server: &Server, id: &str, code: &str) -> crate::util::Answer {
+    server
+        .call(
+            RUN,
+            json!({"runtime_id": id, "code": code, "timeout_ms": LONG_MS}),
+        )
+        .await
+}
+
 /// Python guest code that tries each `(function_id, payload)` of `calls`
 /// through `iii.trigger` and returns, per call, `"ok"` or `[code, message]`.
 fn attempts(calls: &Value) -> String {
@@ -47,7 +60,7 @@ async fn a_guest_cannot_take_over_another_runs_namespace() {
     let victim = server.keep("pass").await;
     let create = attempts(&json!([register_call("victim::greet", "victim")]));
     assert_eq!(
-        server.run_on(&victim, &create).await.ok()["result"],
+        long_on(&server, &victim, &create).await.ok()["result"],
         json!(["ok"])
     );
     assert_eq!(server.call("victim::greet", json!({})).await.ok(), "victim");
@@ -57,7 +70,9 @@ async fn a_guest_cannot_take_over_another_runs_namespace() {
         register_call("victim::spy", "spy"),
         [TEARDOWN, {"namespace": "victim"}],
     ]));
-    let body = server.run(&attack).await;
+    let body = server
+        .run_with(&attack, json!({"timeout_ms": LONG_MS}))
+        .await;
     let outcomes = body.ok()["result"].as_array().unwrap().clone();
     assert_eq!(outcomes.len(), 3, "{}", body.body);
     assert_refused(&outcomes[0], "may not register into namespace victim::");
@@ -73,7 +88,7 @@ async fn a_guest_cannot_take_over_another_runs_namespace() {
 
     let redeploy = attempts(&json!([register_call("victim::greet", "victim 2")]));
     assert_eq!(
-        server.run_on(&victim, &redeploy).await.ok()["result"],
+        long_on(&server, &victim, &redeploy).await.ok()["result"],
         json!(["ok"])
     );
     assert_eq!(
@@ -98,7 +113,9 @@ async fn a_host_namespace_is_the_operators_until_opened() {
         register_call("ops::status", "red"),
         [TEARDOWN, {"namespace": "ops"}],
     ]));
-    let body = server.run(&attack).await;
+    let body = server
+        .run_with(&attack, json!({"timeout_ms": LONG_MS}))
+        .await;
     let outcomes = body.ok()["result"].clone();
     assert_refused(&outcomes[0], "a host call created it");
     assert_refused(&outcomes[0], "guest_writable_namespaces");
@@ -122,7 +139,9 @@ async fn a_host_namespace_is_the_operators_until_opened() {
     set(json!({"guest_writable_namespaces": ["ops"]}))
         .await
         .ok();
-    let body = server.run(&attack).await;
+    let body = server
+        .run_with(&attack, json!({"timeout_ms": LONG_MS}))
+        .await;
     assert_eq!(body.ok()["result"], json!(["ok", "ok"]), "{}", body.body);
     crate::util::Answer::assert_error(
         &server.call("ops::status", json!({})).await,
@@ -142,7 +161,10 @@ async fn a_kept_runtimes_namespace_goes_only_with_its_id() {
     let server = Server::start().await;
     let code = "globalThis.n = 41; await iii.registerFunction('tenant-a::greet', () => 'a', { description: 'Tenant A.' })";
     let kept = server
-        .call(RUN, json!({"lang": "node", "keep": true, "code": code}))
+        .call(
+            RUN,
+            json!({"lang": "node", "keep": true, "code": code, "timeout_ms": LONG_MS}),
+        )
         .await;
     let id = kept.ok()["runtime_id"]
         .as_str()
@@ -159,7 +181,10 @@ try {
   return [e.code, e.message];
 }"#;
     let body = server
-        .call(RUN, json!({"lang": "node", "code": attack}))
+        .call(
+            RUN,
+            json!({"lang": "node", "code": attack, "timeout_ms": LONG_MS}),
+        )
         .await;
     assert_refused(
         &body.ok()["result"],
@@ -205,7 +230,10 @@ for (let i = 0; i < 40; i++) {
 }
 return { huge, published, refusal };"#;
     let kept = server
-        .call(RUN, json!({"lang": "node", "keep": true, "code": code}))
+        .call(
+            RUN,
+            json!({"lang": "node", "keep": true, "code": code, "timeout_ms": LONG_MS}),
+        )
         .await;
     let body = kept.ok();
     assert_refused(&body["result"]["huge"], "4 KiB");
@@ -240,4 +268,47 @@ async fn look_alikes_of_reserved_namespaces_are_refused() {
             .assert_error(INVALID_REQUEST, "is reserved");
     }
     registered(&server, "code-runners::x", &answering("x")).await;
+}
+
+/// Item 6 across workers: guest code on worker A registers `far::greet` on
+/// worker B (`code-runner@cr-far-b::register_function`, through the real
+/// engine, carrying its lineage); guest code of another run on A cannot
+/// replace it there, while the creating run's kept runtime can.
+#[test]
+fn a_namespace_on_another_worker_belongs_to_its_creator_too() {
+    use crate::engine_util::{EngineProc, WorkerProc};
+    let engine = EngineProc::start();
+    let a = WorkerProc::start(&engine, "cr-far-a");
+    let b = WorkerProc::start(&engine, "cr-far-b");
+    for id in ["code-runner@cr-far-a::run", "code-runner@cr-far-b::run"] {
+        engine
+            .trigger_when_registered(id, &json!({"lang": "python", "code": "result = 1"}))
+            .unwrap_or_else(|e| panic!("{e}\n{}\n{}", a.log(), b.log()));
+    }
+    let on_b = |word: &str| {
+        let mut call = register_call("far::greet", word);
+        call[0] = json!("code-runner@cr-far-b::register_function");
+        attempts(&json!([call]))
+    };
+    let run_on_a = |payload: Value| {
+        engine
+            .trigger("code-runner@cr-far-a::run", &payload)
+            .unwrap_or_else(|e| panic!("{e}\n{}", a.log()))
+    };
+    let created = run_on_a(
+        json!({"lang": "python", "keep": true, "code": on_b("first"), "timeout_ms": LONG_MS}),
+    );
+    assert_eq!(created["result"], json!(["ok"]), "{created}\n{}", b.log());
+    let kept = created["runtime_id"].as_str().unwrap().to_string();
+    let attack =
+        run_on_a(json!({"lang": "python", "code": on_b("attacker"), "timeout_ms": LONG_MS}));
+    assert_refused(
+        &attack["result"][0],
+        "may not register into namespace far::",
+    );
+    let again =
+        run_on_a(json!({"runtime_id": kept, "code": on_b("second"), "timeout_ms": LONG_MS}));
+    assert_eq!(again["result"], json!(["ok"]), "{again}");
+    let answer = engine.trigger("far::greet", &json!({})).unwrap();
+    assert_eq!(answer, "second");
 }

@@ -164,10 +164,12 @@ pub(crate) fn admit(
 
 /// After a guest call of `function_id` by the lineage `root` answered
 /// `answer`: a trigger it registered is remembered as its own, so it may
-/// unregister it later. (An unregistration forgets its id when admitted.)
+/// unregister it later, while its root lives. (An unregistration forgets
+/// its id when admitted.)
 pub(crate) fn observe(inner: &Inner, root: RuntimeKey, function_id: &str, answer: &Value) {
     if is_trigger_registration(function_id)
         && let Some(id) = answer.get("id").and_then(Value::as_str)
+        && inner.lineage.root(root).is_some()
     {
         inner.guest_triggers.record(root, id);
     }

@@ -18,15 +18,18 @@
 
 use std::cell::Cell;
 
-/// The longest source one compile may take in a runtime whose heap is
-/// `heap_mb` MiB, in UTF-16 units (or bytes, for module files): a 128th of
-/// the heap, at least 256 Ki. V8's parser takes about 20 bytes of zone memory
-/// per source byte for a dense literal, so one compile stays well within
-/// the heap's own size (1 Mi units, about 20 MiB of zone, at the default).
+/// The longest source one compile from a string (or of an `iii.files`
+/// module) may take in a runtime whose heap is `heap_mb` MiB, in UTF-16
+/// units (bytes, for a module file): a 32nd of the heap, at least 1 Mi.
+/// V8's parser takes about 20 bytes of zone memory per source byte of a
+/// dense literal, so one compile stays within the heap's own size (4 Mi
+/// units, some 80 MiB of zone at most, at the default 128 MiB). A program
+/// is bounded by the request that carries it (16 MiB), not by this: guest
+/// code can build strings of any length, a client cannot send them.
 pub fn max_source_units(heap_mb: u64) -> usize {
-    usize::try_from((heap_mb << 20) / 128)
+    usize::try_from((heap_mb << 20) / 32)
         .unwrap_or(usize::MAX)
-        .max(256 << 10)
+        .max(1 << 20)
 }
 
 thread_local! {

@@ -109,8 +109,6 @@ pub struct Isolate {
     pub loader: Rc<ScratchLoader>,
     /// The off-heap budget (shared with the allocator V8 owns).
     pub external: Arc<ExternalBudget>,
-    /// Longest source one compile may take ([`codegen::max_source_units`]).
-    pub max_source: usize,
     /// The near-heap-limit callback's state: V8 holds a pointer to it, so it
     /// is dropped after `runtime` (fields drop in order).
     _heap_guard: Box<heap::HeapGuard>,
@@ -161,7 +159,6 @@ pub fn boot(
         runtime,
         loader,
         external,
-        max_source,
         _heap_guard: heap_guard,
     })
 }

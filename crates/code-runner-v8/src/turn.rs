@@ -137,13 +137,7 @@ pub fn launch(
     let internals = &isolate.internals;
     let (function, args): (v8::Global<v8::Function>, Vec<String>) = match task {
         Task::Program(source) => {
-            return launch_program(
-                runtime,
-                marker,
-                &source,
-                &internals.noop,
-                isolate.max_source,
-            );
+            return launch_program(runtime, marker, &source, &internals.noop);
         }
         Task::Define { key, source } => {
             let (named, plain) = isolate.loader.add_define(marker, source);
@@ -177,15 +171,7 @@ fn launch_program(
     marker: u32,
     source: &str,
     noop: &v8::Global<v8::Function>,
-    max_source: usize,
 ) -> Launch {
-    // Compiling takes zone memory outside the heap cap, in proportion to the source.
-    if source.len() > max_source && source.encode_utf16().count() > max_source {
-        return Launch::Failed(format!(
-            "RangeError: a program is limited to {max_source} characters in this runtime (a 128th of heap_mb); this one has {}",
-            source.encode_utf16().count()
-        ));
-    }
     deno_core::scope!(scope, runtime);
     v8::tc_scope!(let tc, scope);
     let wrapped = format!("{PROGRAM_PREFIX}{source}{PROGRAM_SUFFIX}");

@@ -279,14 +279,23 @@ async fn compiles_from_strings_are_bounded() {
     assert_eq!(v[6], json!(2));
     let grown = rss_mib().saturating_sub(before);
     assert!(grown < 400, "the host grew by {grown} MiB");
-    // A program past the limit is refused before it is parsed.
-    let huge = format!("return [{}0]", "0,".repeat(2_000_000));
-    let thrown = exception(&rt.run(turn(&huge)).await);
+    // Within the limit, a long source compiles from a string as before.
+    let out = rt
+        .run(turn("return eval('[' + '0,'.repeat(1e6) + '0]').length"))
+        .await;
+    assert_eq!(value(&out), json!(1_000_001));
+    // A module written to iii.files past the limit is refused when imported.
+    let out = rt
+        .run(with_files(
+            "await iii.files.write('big.js', 'export const a = [' + '0,'.repeat(3e6) + '0];'); \
+             try { await import('./big.js'); return 'imported'; } catch (e) { return e.name + ': ' + e.message.slice(0, 30); }",
+        ))
+        .await;
+    let imported = value(&out);
     assert!(
-        thrown.contains("RangeError") && thrown.contains("limited"),
-        "{thrown}"
+        imported.as_str().unwrap_or("").contains(": a module compiled in this runt"),
+        "{imported}"
     );
-    assert_eq!(value(&rt.run(turn("return 1")).await), json!(1));
     rt.close().await;
 }
 

@@ -104,11 +104,7 @@ async fn node_state_is_kept_and_iii_namespace_is_the_namespace() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_source_without_handler_is_refused_and_a_corrected_redeploy_works() {
     let server = Server::start().await;
-    for source in [
-        "export const x = 1;\n",
-        "export const handler = 42;\n",
-        "function handler(p) { return p; }\n",
-    ] {
+    for source in ["export const x = 1;\n", "export const handler = 42;\n"] {
         register_node(&server, "app::f", source)
             .await
             .assert_error(INVALID_REQUEST, "exports no handler function");
@@ -342,4 +338,27 @@ async fn a_faulted_node_namespace_serves_its_next_call() {
         &json!(["hi", 1])
     );
     server.assert_still_serves().await;
+}
+
+/// Models write every handler form: each registers over HTTP and answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_handlers_register_in_every_common_form() {
+    let server = Server::start().await;
+    for (i, source) in [
+        "function handler(p) { return p.n * 2; }",
+        "async function handler(p) { return p.n * 2; }",
+        "export function handler(p) { return p.n * 2; }",
+        "export const handler = (p) => p.n * 2;",
+        "export default function (p) { return p.n * 2; }",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let id = format!("forms::f{i}");
+        registered_node(&server, &id, source).await;
+        assert_eq!(server.call(&id, json!({"n": 21})).await.ok(), 42, "{source}");
+    }
+    register_node(&server, "forms::none", "const nothing = 1;")
+        .await
+        .assert_error(INVALID_REQUEST, "exports no handler function");
 }

@@ -8,8 +8,14 @@
 //! `append-via-stream`) are guarded by wrapping the stream wasmtime-wasi
 //! returns; the quota refusal surfaces as `EDQUOT`.
 //!
+//! One `write`/`read` of a regular file moves the whole buffer, as on Linux,
+//! up to [`MAX_FILE_CALL`]: wasmtime-wasi's own file streams and positioned
+//! reads move at most 64 KiB a call, and the guest's libc returns that short
+//! count to code that mostly ignores it.
+//!
 //! Here: the guard's state and the checks every call shares; [`wasi`]: the
-//! guarded host calls; [`stream`]: the quota-bound file streams.
+//! guarded host calls; [`stream`]: the file streams (quota-bound writes,
+//! whole reads).
 
 mod stream;
 mod wasi;
@@ -22,7 +28,47 @@ use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
 use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode as AsyncErrorCode;
 use wasmtime_wasi::p2::{FsError, FsResult};
 
-use crate::work_quota::WorkQuota;
+use crate::work_quota::{WORK_MAX_BYTES, WorkQuota};
+
+/// The most one read or write of a file moves in a single call, and so the
+/// largest host buffer one call allocates: as much as `/work` may hold (a
+/// larger write could never fit). The guest's buffer is its own memory; this
+/// bounds the host's copy of it.
+pub const MAX_FILE_CALL: usize = WORK_MAX_BYTES as usize;
+
+/// What a read allocates up front when the file's size says less is left
+/// (it may be growing, or not be a regular file): wasmtime-wasi's own chunk.
+const MIN_READ_BUFFER: usize = 64 * 1024;
+
+/// Reads up to `want` bytes (at most [`MAX_FILE_CALL`]) of `file` at `offset`,
+/// stopping early only at end of file. The buffer is sized by what the file
+/// holds past `offset`, never by `want` alone.
+fn read_whole(file: &std::fs::File, offset: u64, want: u64) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let want = usize::try_from(want)
+        .unwrap_or(usize::MAX)
+        .min(MAX_FILE_CALL);
+    let left = file.metadata()?.len().saturating_sub(offset);
+    let size = want.min(
+        usize::try_from(left)
+            .unwrap_or(usize::MAX)
+            .max(MIN_READ_BUFFER),
+    );
+    let mut buf = vec![0; size];
+    let mut got = 0;
+    while got < size {
+        match file.read_at(&mut buf[got..], offset.saturating_add(got as u64)) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            // Hand back what was read; the error recurs on the next call.
+            Err(_) if got > 0 => break,
+            Err(err) => return Err(err),
+        }
+    }
+    buf.truncate(got);
+    Ok(buf)
+}
 
 /// Descriptors (open files and directories, directory listings) one
 /// instance may hold at once; past it `open-at` and `read-directory` fail

@@ -2,6 +2,8 @@
 //! passed through the guard (descriptor budget, quota reservations, denial
 //! facts) of [`GuardedFs`].
 
+use std::sync::Arc;
+
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::bindings::sync::filesystem::types::{
     self as fs, Descriptor, DescriptorFlags, DescriptorStat, DescriptorType, DirectoryEntry,
@@ -12,7 +14,18 @@ use wasmtime_wasi::p2::bindings::sync::io::streams;
 use wasmtime_wasi::p2::{FsError, FsResult};
 
 use super::stream::QuotaRefused;
-use super::{DESCRIPTOR, GuardedFs, LISTING, lock};
+use super::{DESCRIPTOR, GuardedFs, LISTING, lock, read_whole};
+
+impl GuardedFs<'_> {
+    /// The host file behind `fd`; `None` for a directory (wasmtime-wasi's
+    /// own call then answers as it does).
+    fn file_of(&mut self, fd: &Resource<Descriptor>) -> FsResult<Option<Arc<std::fs::File>>> {
+        Ok(match self.inner.table.get(fd)? {
+            wasmtime_wasi::filesystem::Descriptor::File(f) => Some(f.file.clone()),
+            wasmtime_wasi::filesystem::Descriptor::Dir(_) => None,
+        })
+    }
+}
 
 impl fs::Host for GuardedFs<'_> {
     fn convert_error_code(&mut self, err: FsError) -> wasmtime::Result<ErrorCode> {
@@ -42,8 +55,13 @@ impl fs::HostDescriptor for GuardedFs<'_> {
         fd: Resource<Descriptor>,
         offset: Filesize,
     ) -> FsResult<Resource<streams::InputStream>> {
+        let file = self.file_of(&fd)?;
         let result = self.inner.read_via_stream(fd, offset);
-        self.seen(result)
+        let stream = self.seen(result)?;
+        match file {
+            Some(file) => self.whole_reads(stream, file, offset),
+            None => Ok(stream),
+        }
     }
 
     fn write_via_stream(
@@ -111,7 +129,17 @@ impl fs::HostDescriptor for GuardedFs<'_> {
         len: Filesize,
         offset: Filesize,
     ) -> FsResult<(Vec<u8>, bool)> {
-        let result = self.inner.read(fd, len, offset);
+        // wasmtime-wasi reads at most 64 KiB here; a positioned read is whole.
+        let Some(file) = self.file_of(&fd)? else {
+            let result = self.inner.read(fd, len, offset);
+            return self.seen(result);
+        };
+        let result = read_whole(&file, offset, len)
+            .map(|buf| {
+                let end = buf.is_empty();
+                (buf, end)
+            })
+            .map_err(FsError::from);
         self.seen(result)
     }
 

@@ -1,6 +1,7 @@
 //! Integration tests of the python engine, through real wasmtime.
 
 mod engine;
+mod files;
 mod hardening;
 mod seam;
 

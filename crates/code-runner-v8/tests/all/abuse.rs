@@ -293,7 +293,10 @@ async fn compiles_from_strings_are_bounded() {
         .await;
     let imported = value(&out);
     assert!(
-        imported.as_str().unwrap_or("").contains(": a module compiled in this runt"),
+        imported
+            .as_str()
+            .unwrap_or("")
+            .contains(": a module compiled in this runt"),
         "{imported}"
     );
     rt.close().await;

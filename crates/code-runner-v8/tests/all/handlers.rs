@@ -77,7 +77,10 @@ async fn every_common_handler_form_is_a_handler() {
             source: "globalThis.evaluated = (globalThis.evaluated ?? 0) + 1;\nexport default () => globalThis.evaluated;".into(),
         }))
         .await;
-    assert!(matches!(out.ending, TurnEnding::Exited { exit_code: 0, .. }));
+    assert!(matches!(
+        out.ending,
+        TurnEnding::Exited { exit_code: 0, .. }
+    ));
     let out = rt
         .run(task(Task::Invoke {
             key: "app::once".into(),
@@ -91,7 +94,10 @@ async fn every_common_handler_form_is_a_handler() {
             source: "\n\nfunction handler(p) {\n  throw new Error('line four');\n}".into(),
         }))
         .await;
-    assert!(matches!(out.ending, TurnEnding::Exited { exit_code: 0, .. }));
+    assert!(matches!(
+        out.ending,
+        TurnEnding::Exited { exit_code: 0, .. }
+    ));
     let thrown = exception(
         &rt.run(task(Task::Invoke {
             key: "app::throws".into(),

@@ -356,7 +356,11 @@ async fn node_handlers_register_in_every_common_form() {
     {
         let id = format!("forms::f{i}");
         registered_node(&server, &id, source).await;
-        assert_eq!(server.call(&id, json!({"n": 21})).await.ok(), 42, "{source}");
+        assert_eq!(
+            server.call(&id, json!({"n": 21})).await.ok(),
+            42,
+            "{source}"
+        );
     }
     register_node(&server, "forms::none", "const nothing = 1;")
         .await

@@ -29,6 +29,24 @@ pub fn new_dir_name() -> String {
         .collect()
 }
 
+/// Random characters of a runtime's own namespace after its `rt-` prefix.
+pub(crate) const NAMESPACE_CHARS: usize = 20;
+
+/// A fresh namespace of a plain runtime's own (its `iii.namespace`): `rt-`
+/// plus 20 lower-case alphanumerics (about 103 random bits), drawn apart
+/// from the runtime's id. It is no capability (it shows in every function id
+/// registered under it), so it needs only to be unguessable enough that no
+/// one holds it first; lower case and a `-` keep it apart from a
+/// `runtime_id` (`rt_`, mixed case) and from what cards mask as one.
+pub fn new_namespace() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    let body: String = (0..NAMESPACE_CHARS)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect();
+    format!("rt-{body}")
+}
+
 /// The loggable form of an id: its first characters only.
 pub fn redact(id: &str) -> String {
     let shown: String = id.chars().take(7).collect();
@@ -51,5 +69,22 @@ mod tests {
         assert!(shown.len() < 12 && !shown.contains(&a[7..]));
         let scoped = new_runtime_id(Some("box1"));
         assert!(scoped.starts_with("rt_box1_") && scoped.len() == 35 + 5);
+    }
+
+    /// A runtime's own namespace passes the naming rule, is not reserved,
+    /// and is fresh each time.
+    #[test]
+    fn own_namespaces_are_valid_and_distinct() {
+        let a = new_namespace();
+        assert_ne!(a, new_namespace());
+        assert_eq!(a.len(), 3 + NAMESPACE_CHARS);
+        assert!(a.starts_with("rt-"));
+        assert!(
+            a[3..]
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        );
+        crate::namespaces::check_namespace(&a).unwrap();
+        crate::namespaces::FunctionId::parse(&format!("{a}::ping")).unwrap();
     }
 }

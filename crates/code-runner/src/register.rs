@@ -19,7 +19,7 @@ use crate::lifecycle::{retire, teardown_key};
 use crate::namespaces::{FunctionId, canonical, parse_namespace_arg};
 use crate::ns_runtimes::{NamespaceRuntime, TurnParams};
 use crate::published::{Owner, check_description, check_format};
-use crate::tenancy::{Writer, may_tear_down_held, may_write};
+use crate::tenancy::{Claimant, Writer, may_register_reserved, may_tear_down_held, may_write};
 use crate::worker::Inner;
 
 /// The id of the registration function.
@@ -63,6 +63,11 @@ pub(crate) async fn register_function(
     let held = inner.namespaces.hold(&namespace).await;
     let existing = held.entry.get(lang);
     let outcome = async {
+        may_register_reserved(
+            &namespace,
+            inner.lineage.reservation(&namespace),
+            Claimant::Register(writer),
+        )?;
         if let Some(creator) = held.entry.owner() {
             let open = inner.config().guest_writable_namespaces;
             may_write(&namespace, creator, writer, &open, "register into")?;

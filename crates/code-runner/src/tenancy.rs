@@ -15,11 +15,19 @@
 //! is that runtime's: its `runtime_id` is the capability, so `teardown
 //! {namespace}` destroys it only when called from that runtime's own
 //! lineage; everyone else, host callers included, tears it down by id.
+//!
+//! A plain runtime's own namespace (its `iii.namespace`, see
+//! [`crate::lineage`]) is reserved for it while it lives: its own
+//! `iii.registerFunction` may claim it, and `register_function` from guest
+//! code of its lineage may create a namespace runtime there (which then
+//! follows the rules above, outliving the runtime as namespaces guest code
+//! registers do); nobody else may register into it, host callers included,
+//! until the runtime ends ([`may_register_reserved`]).
 
 use code_runner_core::RunnerError;
 
 use crate::bus::Caller;
-use crate::lineage::RuntimeKey;
+use crate::lineage::{Reservation, RuntimeKey};
 use crate::namespaces::canonical;
 
 /// Who writes (or created) a namespace.
@@ -92,6 +100,44 @@ pub fn may_tear_down_held(
     )))
 }
 
+/// Who registers into a namespace that may be reserved as a plain runtime's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claimant {
+    /// The guest code of this plain runtime, through `iii.registerFunction`.
+    Runtime(RuntimeKey),
+    /// A `register_function` call by this writer.
+    Register(Writer),
+}
+
+/// Whether `claimant` may register into `namespace`, which `reservation`
+/// (if any) reserves as a live plain runtime's own: that runtime's own
+/// registrar may, and `register_function` from guest code of its lineage;
+/// anyone else, host callers included, may not while it lives.
+///
+/// # Errors
+/// `code-runner::invalid_request` naming the namespace and why.
+pub fn may_register_reserved(
+    namespace: &str,
+    reservation: Option<Reservation>,
+    claimant: Claimant,
+) -> Result<(), RunnerError> {
+    let Some(reservation) = reservation else {
+        return Ok(());
+    };
+    let allowed = match claimant {
+        Claimant::Runtime(key) => key == reservation.holder,
+        Claimant::Register(Writer::Guest(root)) => root == reservation.root,
+        Claimant::Register(Writer::Host) => false,
+    };
+    if allowed {
+        return Ok(());
+    }
+    Err(RunnerError::invalid(format!(
+        "namespace {} is the own namespace (iii.namespace) of a runtime that is still running, reserved for that runtime until it ends; register under your own iii.namespace or another namespace",
+        canonical(namespace)
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +198,39 @@ mod tests {
             assert!(err.message.contains("runtime_id"), "{}", err.message);
         }
         assert!(may_tear_down_held("t", None, Writer::Guest(a)).is_err());
+    }
+
+    /// A runtime's own namespace is its own while it lives: its registrar
+    /// and register_function from its lineage may register there; another
+    /// runtime, another lineage and the host may not; a free name is free.
+    #[test]
+    fn own_namespaces_are_reserved_for_their_runtime() {
+        let lineage = Lineage::default();
+        let a = lineage.begin(&Caller::host(), Lasting::Yes, 32).unwrap();
+        let b = lineage.begin(&Caller::host(), Lasting::No, 32).unwrap();
+        let ns = lineage.own_namespace(a).unwrap();
+        assert_ne!(Some(&ns), lineage.own_namespace(b).as_ref());
+        let reserved = lineage.reservation(&ns);
+        assert_eq!(reserved.map(|r| r.holder), Some(a));
+        for ok in [Claimant::Runtime(a), Claimant::Register(Writer::Guest(a))] {
+            assert!(may_register_reserved(&ns, reserved, ok).is_ok(), "{ok:?}");
+        }
+        for refused in [
+            Claimant::Runtime(b),
+            Claimant::Register(Writer::Guest(b)),
+            Claimant::Register(Writer::Host),
+        ] {
+            let err = may_register_reserved(&ns, reserved, refused).unwrap_err();
+            assert!(
+                err.message.contains(&format!("namespace {ns}::")),
+                "{}",
+                err.message
+            );
+            assert!(err.message.contains("reserved"), "{}", err.message);
+        }
+        lineage.end(a);
+        assert_eq!(lineage.reservation(&ns), None);
+        assert!(lineage.own_namespace(a).is_none());
+        assert!(may_register_reserved(&ns, None, Claimant::Register(Writer::Host)).is_ok());
     }
 }

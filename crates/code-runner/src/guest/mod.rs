@@ -35,19 +35,29 @@ pub(crate) struct GuestContext {
     pub lang: Lang,
     /// The namespace it serves (a namespace runtime), else `None`.
     pub namespace: Option<String>,
+    /// What `iii.namespace` is: the namespace it serves, or a plain
+    /// runtime's own (reserved for it while it lives, see [`crate::lineage`]).
+    pub iii_namespace: String,
     /// Fires when the turn (or call) these bindings serve answers; what its
     /// guest code starts is chained to it, so it ends then too.
     pub scope: AbortSignal,
 }
 
 impl GuestContext {
-    /// The context of the live runtime `key`.
+    /// The context of the live runtime `key`, a namespace runtime of
+    /// `namespace` or (`None`) a plain runtime, whose `iii.namespace` is its
+    /// own: the same string every turn, for as long as it lives.
     pub fn of(inner: &Inner, key: RuntimeKey, lang: Lang, namespace: Option<String>) -> Self {
+        let iii_namespace = namespace
+            .clone()
+            .or_else(|| inner.lineage.own_namespace(key))
+            .unwrap_or_default();
         GuestContext {
             key,
             root: inner.lineage.root(key).unwrap_or(key),
             lang,
             namespace,
+            iii_namespace,
             scope: AbortSignal::new(),
         }
     }
@@ -74,7 +84,11 @@ impl GuestContext {
 
 /// The `iii` shape a pooled runtime's warm-up turn installs, so an engine
 /// that sets bindings up once per shape (node) has done it before a run
-/// takes the runtime. The warm-up program is empty: nothing here is called.
+/// takes the runtime. The warm-up program is empty: nothing here is called,
+/// and its `iii.namespace` (empty) is never seen: the run that takes the
+/// runtime brings the runtime's own, so node installs its bindings once
+/// more on that first turn (and not again on a kept runtime's later turns,
+/// whose namespace stays the same).
 pub(crate) fn warm_up_bindings(lang: Lang) -> Bindings {
     let key = RuntimeKey::PLACEHOLDER;
     bindings(
@@ -84,6 +98,7 @@ pub(crate) fn warm_up_bindings(lang: Lang) -> Bindings {
             root: key,
             lang,
             namespace: None,
+            iii_namespace: String::new(),
             scope: AbortSignal::new(),
         },
     )
@@ -115,7 +130,7 @@ pub(crate) fn bindings(inner: Weak<Inner>, ctx: GuestContext) -> GuestBindings {
     let scope = ctx.scope.clone();
     let ctx = Arc::new(ctx);
     let in_flight = Arc::new(AtomicUsize::new(0));
-    let namespace = ctx.namespace.clone().map_or(Value::Null, Value::String);
+    let namespace = Value::String(ctx.iii_namespace.clone());
     let mut iii = BindingNamespace::new("iii")
         .function("trigger", {
             let (inner, ctx) = (inner.clone(), ctx.clone());

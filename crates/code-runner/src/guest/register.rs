@@ -11,6 +11,7 @@ use super::{GuestContext, binding_error};
 use crate::functions::parse;
 use crate::namespaces::FunctionId;
 use crate::published::{check_description, check_format};
+use crate::tenancy::{Claimant, may_register_reserved};
 use crate::worker::Inner;
 
 /// The registrar's arguments: `iii.registerFunction(id, handler, options?)`.
@@ -36,10 +37,11 @@ struct RegistrarOptions {
 /// Node's `iii.registerFunction`, host side: the engine already keeps the
 /// handler under `id`; publish `id` on the bus for this runtime's life.
 ///
-/// A namespace runtime registers under its own namespace only. A runtime
-/// with no namespace (`iii.namespace` is null) may register under any free
-/// namespace, and its first registration there claims the whole namespace
-/// for it until it ends.
+/// A namespace runtime registers under its own namespace only. A plain
+/// runtime may register under its own namespace (`iii.namespace`, reserved
+/// for it) or any other free one, and its first registration there claims
+/// the whole namespace for it until it ends; another runtime's own
+/// namespace is refused while that runtime lives.
 pub(super) async fn register_from_guest(
     inner: Weak<Inner>,
     ctx: Arc<GuestContext>,
@@ -60,6 +62,14 @@ pub(super) async fn register_from_guest(
             "iii.registerFunction({}): this runtime serves namespace {namespace}:: and registers under it only",
             id.as_str()
         ))));
+    }
+    if ctx.namespace.is_none() {
+        may_register_reserved(
+            id.namespace(),
+            inner.lineage.reservation(id.namespace()),
+            Claimant::Runtime(ctx.key),
+        )
+        .map_err(binding_error)?;
     }
     let options = call.options.unwrap_or_default();
     let description = check_description(options.description).map_err(|err| {
@@ -280,5 +290,51 @@ mod tests {
         register(&worker, node(&worker, b, None), json!({"id": "tools::y"}))
             .await
             .unwrap();
+    }
+
+    /// A plain runtime's own namespace is its `iii.namespace` and its own
+    /// to register in; another runtime is refused there while it lives.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_runtimes_own_namespace_is_reserved_for_it() {
+        let (worker, _temp) = worker().await;
+        let (_, a) = kept(&worker).await;
+        let (b_id, b) = kept(&worker).await;
+        let b_ns = node(&worker, b, None).iii_namespace;
+        assert_eq!(
+            Some(&b_ns),
+            worker.inner().lineage.own_namespace(b).as_ref()
+        );
+        let err = register(
+            &worker,
+            node(&worker, a, None),
+            json!({"id": format!("{b_ns}::x")}),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.code.as_deref(), Some("code-runner::invalid_request"));
+        assert!(
+            err.message.contains(&format!("{b_ns}::")),
+            "{}",
+            err.message
+        );
+        register(
+            &worker,
+            node(&worker, b, None),
+            json!({"id": format!("{b_ns}::x")}),
+        )
+        .await
+        .unwrap();
+        let torn = worker
+            .call("code-runner::teardown", json!({"runtime_id": b_id}))
+            .await
+            .unwrap();
+        assert_eq!(torn["unregistered"], json!([format!("{b_ns}::x")]));
+        register(
+            &worker,
+            node(&worker, a, None),
+            json!({"id": format!("{b_ns}::x")}),
+        )
+        .await
+        .unwrap();
     }
 }

@@ -13,6 +13,13 @@
 //!
 //! Each live runtime also has a bounded line of calls waiting for it
 //! ([`waiting`]), since it runs one turn at a time.
+//!
+//! A plain runtime (a run, one-shot or kept; not a namespace runtime) gets
+//! a namespace of its own here when it begins ([`Lineage::own_namespace`],
+//! its `iii.namespace`): fresh and random, never derived from its
+//! `runtime_id`, reserved for it while its node lives
+//! ([`Lineage::reservation`], enforced in [`crate::tenancy`]) and free again
+//! when it ends, whichever way it ends ([`Lineage::end`]).
 
 mod waiting;
 
@@ -50,6 +57,15 @@ impl RuntimeKey {
     }
 }
 
+/// A namespace reserved as a live plain runtime's own (its `iii.namespace`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reservation {
+    /// The runtime it is reserved for.
+    pub holder: RuntimeKey,
+    /// The root of that runtime's lineage.
+    pub root: RuntimeKey,
+}
+
 /// The part of `max_runtimes` one tree of guest-started runtimes may hold
 /// at once (nested runs in progress and the runtimes they kept): an
 /// eighth, at least one (4 of the default 32).
@@ -76,6 +92,9 @@ struct Node {
     calls: Arc<AtomicUsize>,
     /// A namespace runtime that guest code made: it outlives its tree.
     guest_namespace: bool,
+    /// A plain runtime's own namespace (`iii.namespace`), reserved for it
+    /// while it lives.
+    own_namespace: Option<String>,
 }
 
 /// The live runtimes and their ancestry.
@@ -107,6 +126,18 @@ impl Lineage {
         lasting: Lasting,
         max_runtimes: usize,
     ) -> Result<RuntimeKey, RunnerError> {
+        self.begin_node(caller, lasting, max_runtimes, true)
+    }
+
+    /// [`Lineage::begin`], with a namespace of its own for the runtime when
+    /// `own_namespace` (a plain runtime's; a namespace runtime has its namespace).
+    fn begin_node(
+        &self,
+        caller: &Caller,
+        lasting: Lasting,
+        max_runtimes: usize,
+        own_namespace: bool,
+    ) -> Result<RuntimeKey, RunnerError> {
         let key = RuntimeKey(self.next.fetch_add(1, Ordering::SeqCst));
         let mut nodes = self.lock();
         let node = match &caller.guest {
@@ -118,6 +149,7 @@ impl Lineage {
                 runtime: None,
                 calls: Arc::default(),
                 guest_namespace: false,
+                own_namespace: None,
             },
             Some(guest) => {
                 if !nodes.contains_key(&guest.runtime) {
@@ -156,10 +188,28 @@ impl Lineage {
                     runtime: None,
                     calls: Arc::default(),
                     guest_namespace: false,
+                    own_namespace: None,
                 }
             }
         };
-        nodes.insert(key, node);
+        let own_namespace = own_namespace.then(|| {
+            loop {
+                let namespace = crate::ids::new_namespace();
+                if !nodes
+                    .values()
+                    .any(|n| n.own_namespace.as_deref() == Some(namespace.as_str()))
+                {
+                    break namespace;
+                }
+            }
+        });
+        nodes.insert(
+            key,
+            Node {
+                own_namespace,
+                ..node
+            },
+        );
         Ok(key)
     }
 
@@ -178,7 +228,7 @@ impl Lineage {
         caller: &Caller,
         max_runtimes: usize,
     ) -> Result<RuntimeKey, RunnerError> {
-        let key = self.begin(caller, Lasting::Yes, max_runtimes)?;
+        let key = self.begin_node(caller, Lasting::Yes, max_runtimes, false)?;
         let mut nodes = self.lock();
         if caller.guest.is_some() {
             let share = nested_share(max_runtimes);
@@ -219,6 +269,7 @@ impl Lineage {
                 runtime: None,
                 calls: Arc::default(),
                 guest_namespace: false,
+                own_namespace: None,
             },
         );
         key
@@ -242,6 +293,25 @@ impl Lineage {
     /// The runtime behind `key`, while it lives.
     pub fn runtime(&self, key: RuntimeKey) -> Option<Arc<dyn Runtime>> {
         self.lock().get(&key).and_then(|node| node.runtime.clone())
+    }
+
+    /// The namespace of a plain runtime's own (its `iii.namespace`), while it
+    /// lives; `None` for a namespace runtime or a gone key.
+    pub fn own_namespace(&self, key: RuntimeKey) -> Option<String> {
+        self.lock()
+            .get(&key)
+            .and_then(|node| node.own_namespace.clone())
+    }
+
+    /// The live plain runtime whose own namespace `namespace` is, if any:
+    /// it is reserved for that runtime (see [`crate::tenancy`]).
+    pub fn reservation(&self, namespace: &str) -> Option<Reservation> {
+        self.lock().iter().find_map(|(key, node)| {
+            (node.own_namespace.as_deref() == Some(namespace)).then_some(Reservation {
+                holder: *key,
+                root: node.root,
+            })
+        })
     }
 
     /// The root of `key`'s tree, while it lives.

@@ -142,3 +142,33 @@ fn guest_namespace_runtimes_are_bounded_across_trees() {
     lineage.end(made[0]);
     assert!(lineage.begin_namespace(&guest(&lineage, root), 32).is_ok());
 }
+
+/// Every plain runtime, a nested one too, has a namespace of its own,
+/// reserved for it while it lives and free when it ends; a namespace
+/// runtime (which has its namespace) and a remote call's node have none.
+#[test]
+fn plain_runtimes_have_a_namespace_of_their_own() {
+    let lineage = Lineage::default();
+    let root = lineage.begin(&Caller::host(), Lasting::No, 32).unwrap();
+    let child = lineage
+        .begin(&guest(&lineage, root), Lasting::Yes, 32)
+        .unwrap();
+    let (a, b) = (
+        lineage.own_namespace(root).unwrap(),
+        lineage.own_namespace(child).unwrap(),
+    );
+    assert_ne!(a, b);
+    assert_eq!(
+        lineage.reservation(&b),
+        Some(Reservation {
+            holder: child,
+            root
+        })
+    );
+    let ns = lineage.begin_namespace(&Caller::host(), 32).unwrap();
+    assert_eq!(lineage.own_namespace(ns), None);
+    assert_eq!(lineage.own_namespace(lineage.begin_remote(root)), None);
+    lineage.end(child);
+    assert_eq!(lineage.reservation(&b), None);
+    assert_eq!(lineage.reservation(&a).map(|r| r.holder), Some(root));
+}

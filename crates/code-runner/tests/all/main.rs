@@ -34,6 +34,7 @@ mod node_hardening;
 mod node_register;
 mod operator;
 mod outer_bound;
+mod own_namespace;
 mod register;
 mod run;
 mod tenants;

@@ -167,6 +167,24 @@ describe("register_function card", () => {
     expect(markup).not.toContain('data-cr-note="advice"');
   });
 
+  /// A run's own namespace (`iii.namespace`, `rt-…`) is reserved for that runtime while it lives; the card says whose it is.
+  it("says when the namespace is a run's own iii.namespace", () => {
+    const own = "rt-0a1b2c3d4e5f6g7h8i9j";
+    const markup = html(
+      renderer.tryRender(done("code-runner::register_function", { function_id: `${own}::ping`, lang: "python", source }, { function_id: `${own}::ping`, registered: true })),
+    );
+    const text = textOf(markup);
+    expect(markup).toMatch(new RegExp(`claims namespace <code class="cr-mono">${own}::</code>`));
+    expect(text).toContain(`${own}:: looks like a run's own namespace (its iii.namespace)`);
+    expect(text).toContain("only guest code of its run's tree may register here");
+    expect(markup).not.toContain('data-cr-note="advice"');
+    // An ordinary namespace, or one merely starting with rt-, gets no such note.
+    for (const id of ["my-app::greet", "rt-app::greet", "rt_0a1b2c3d4e5f6g7h8i9j::x"]) {
+      const plain = textOf(html(renderer.tryRender(done("code-runner::register_function", { function_id: id, lang: "python", source }, { function_id: id, registered: true }))));
+      expect(plain, id).not.toContain("iii.namespace");
+    }
+  });
+
   /// On python a source without handler fails the registration outright; the card says so before the call is approved.
   it("advises when the source defines no handler, in both languages", () => {
     const python = html(renderer.tryRenderPreview({ functionId: "code-runner::register_function", input: { function_id: "a::b", lang: "python", source: "def handle(p):\n    return p" }, pendingApproval: true }));

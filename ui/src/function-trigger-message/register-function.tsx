@@ -10,6 +10,11 @@ export function namespaceOf(functionId: string): string | null {
   return at > 0 ? functionId.slice(0, at) : null;
 }
 
+/** Whether `namespace` is shaped like a plain runtime's own (its `iii.namespace`: `rt-` and 20 lower-case letters and digits, crates/code-runner/src/ids.rs). */
+export function isRuntimesOwn(namespace: string): boolean {
+  return /^rt-[a-z0-9]{20}$/.test(namespace);
+}
+
 const HANDLER: Record<Lang, RegExp> = {
   python: /^(?:async\s+)?def\s+handler\s*\(|^handler\s*(?::[^=\n]*)?=/m,
   node: /\b(?:async\s+)?function\s*\*?\s*handler\s*\(|\b(?:const|let|var)\s+handler\s*=|\bexport\s*\{[^}]*\bhandler\b[^}]*\}|\bexport\s+default\s+(?:async\b|function\b|\()/,
@@ -65,6 +70,13 @@ export function RegisterFunctionCard(props: { message: CallMessage; phase: Phase
         ) : (
           <Note tone="advice">
             This id has no <Mono>::</Mono>, so it claims no namespace: write it as <Mono>app::name</Mono>.
+          </Note>
+        )}
+        {namespace && isRuntimesOwn(namespace) && (
+          <Note>
+            <Mono>{redactText(namespace)}::</Mono> looks like a run's own namespace (its <Mono>iii.namespace</Mono>): while
+            that runtime lives, only guest code of its run's tree may register here (host calls are refused too);
+            what it registers stays after the runtime ends, like any namespace guest code registers.
           </Note>
         )}
         {description && <p className="cr-description">{redactText(description)}</p>}

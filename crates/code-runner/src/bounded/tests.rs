@@ -176,6 +176,7 @@ mod in_a_worker {
             .lineage
             .begin(&Caller::host(), Lasting::Yes, 32)
             .unwrap();
+        let own = inner.lineage.own_namespace(key).expect("its own namespace");
         let slot = inner.registry.acquire(32).unwrap();
         let runtime = attach(inner, key, stuck());
         let dir = WorkDir::create(temp.path().join("stuck")).unwrap();
@@ -189,6 +190,15 @@ mod in_a_worker {
         slots_free(&worker).await;
         let err = worker.call(RUN, run).await.unwrap_err();
         assert_eq!(err.code, "code-runner::expired", "{err}");
+        // Its own namespace (iii.namespace) is released with it.
+        let started = Instant::now();
+        while inner.lineage.reservation(&own).is_some() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "its namespace stayed reserved"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// A namespace runtime whose turn never answers: the call is a

@@ -341,3 +341,37 @@ async fn python_registers_into_its_namespace_through_register_function() {
     assert_eq!(server.call(&ping, json!({})).await.ok(), "operator");
     server.call(TEARDOWN, json!({"namespace": ns})).await.ok();
 }
+
+/// A kept runtime the idle sweep reaps releases its namespace with it:
+/// what it registered there goes, and the name is free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reaped_runtime_releases_its_namespace() {
+    let server = Server::with_config("idle_ttl_secs: 1").await;
+    let kept = run(
+        &server,
+        "node",
+        "await iii.registerFunction(iii.namespace + '::ping', () => 'pong'); return iii.namespace",
+        true,
+    )
+    .await;
+    let ns = own_namespace(&kept["result"]);
+    let (ping, other) = (format!("{ns}::ping"), format!("{ns}::other"));
+    host_register(&server, &other, "operator")
+        .await
+        .assert_error(INVALID_REQUEST, "reserved");
+    // Calls of its function would keep it busy: watch the worker's health instead.
+    let started = std::time::Instant::now();
+    while server.get("/healthz").await.ok()["runtimes"]["kept"] != 0 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(15),
+            "not reaped"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    server
+        .call(&ping, json!({}))
+        .await
+        .assert_error(FUNCTION_NOT_FOUND, &ping);
+    host_register(&server, &other, "operator").await.ok();
+    assert_eq!(server.call(&other, json!({})).await.ok(), "operator");
+}

@@ -71,9 +71,10 @@ async fn descriptors_are_bounded_per_runtime_and_released_at_close() {
     let held = answer[0].as_u64().unwrap_or(u64::MAX);
     assert!(held < 1000, "the guest held {held} files: {answer}");
     assert_eq!(answer[1], json!(true), "{answer}");
-    // Other tests share this process: allow them some, never the guest's 5000.
+    // Other tests share this process (seen: 1 600 descriptors more while
+    // they ran beside this one): allow them some, never the guest's 5000.
     assert!(
-        during < before + 1500,
+        during < before + 3000,
         "{before} descriptors before, {during} during"
     );
     rt.close().await;

@@ -19,10 +19,11 @@ use crate::ops;
 use crate::state::{ObjectPrototype, SharedIo};
 use crate::watchdog::Watch;
 
-/// The bootstrap: `inspect.js`, `format.js` and `bootstrap.js` inside one
-/// function, so nothing they declare lands in the global scope.
+/// The bootstrap: `prelude.js`, `inspect.js`, `format.js`, `clone.js`, `limits.js` and
+/// `bootstrap.js` inside one function, so nothing they declare lands in the global scope.
 const BOOTSTRAP: &str = concat!(
     "((globalThis) => {\n\"use strict\";\n",
+    include_str!("js/prelude.js"),
     include_str!("js/inspect.js"),
     include_str!("js/format.js"),
     include_str!("js/clone.js"),

@@ -26,14 +26,7 @@ const structuredClone = makeStructuredClone(core);
 const ObjectCreate = Object.create;
 const ObjectFreeze = Object.freeze;
 const ObjectDefineProperty = Object.defineProperty;
-const ObjectGetOwnPropertyDescriptorRaw = Object.getOwnPropertyDescriptor;
-const ObjectSetPrototypeOf = Object.setPrototypeOf;
-/** A descriptor with no prototype, so using it never reads a guest's Object.prototype. */
-const ObjectGetOwnPropertyDescriptor = (object, key) => {
-  const desc = ObjectGetOwnPropertyDescriptorRaw(object, key);
-  if (desc !== undefined) ObjectSetPrototypeOf(desc, null);
-  return desc;
-};
+const ObjectGetOwnPropertyDescriptor = ownDescriptor;
 const ObjectKeys = Object.keys;
 const ReflectApply = Reflect.apply;
 const ReflectDeleteProperty = Reflect.deleteProperty;
@@ -64,10 +57,6 @@ const ObjectGetPrototypeOf = Object.getPrototypeOf;
 const SyntaxErrorPrototype = SyntaxError.prototype;
 const NumberToFixed = Number.prototype.toFixed;
 const fn = (f, self, ...args) => ReflectApply(f, self, args);
-/** Appends without [[Set]]: an index setter a guest put on Array.prototype is never called. */
-const append = (list, value) => {
-  ObjectDefineProperty(list, list.length, { __proto__: null, value, writable: true, enumerable: true, configurable: true });
-};
 
 const STDOUT = 1;
 const STDERR = 2;

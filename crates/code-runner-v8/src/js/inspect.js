@@ -11,15 +11,7 @@ const makeInspect = (core) => {
   const ObjectGetPrototypeOf = Object.getPrototypeOf;
   const ObjectGetOwnPropertyNames = Object.getOwnPropertyNames;
   const ObjectGetOwnPropertySymbols = Object.getOwnPropertySymbols;
-  const ObjectGetOwnPropertyDescriptorRaw = Object.getOwnPropertyDescriptor;
-  const ObjectSetPrototypeOf = Object.setPrototypeOf;
-  // A descriptor with no prototype: reading its absent `get` or `value` never
-  // reaches a getter a guest put on Object.prototype.
-  const ObjectGetOwnPropertyDescriptor = (object, key) => {
-    const desc = ObjectGetOwnPropertyDescriptorRaw(object, key);
-    if (desc !== undefined) ObjectSetPrototypeOf(desc, null);
-    return desc;
-  };
+  const ObjectGetOwnPropertyDescriptor = ownDescriptor;
   const ObjectKeys = Object.keys;
   const ObjectPrototype = Object.prototype;
   const ObjectPrototypeToString = Object.prototype.toString;
@@ -36,11 +28,6 @@ const makeInspect = (core) => {
   const NumberParseFloat = Number.parseFloat;
   const StringCtor = String;
   const call = (fn, self, ...args) => ReflectApply(fn, self, args);
-  // Appends without [[Set]]: an index setter a guest put on Array.prototype is never called.
-  const ObjectDefinePropertyOwn = Object.defineProperty;
-  const append = (list, value) => {
-    ObjectDefinePropertyOwn(list, list.length, { __proto__: null, value, writable: true, enumerable: true, configurable: true });
-  };
   const FunctionToString = Function.prototype.toString;
   const ErrorToString = Error.prototype.toString;
   const DateToISOString = Date.prototype.toISOString;

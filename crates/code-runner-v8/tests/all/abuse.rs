@@ -5,12 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use code_runner_core::{
-    BindingNamespace, Bindings, Fault, RuntimeOptions, TurnEnding, TurnOutcome, TurnSpec,
-};
-use serde_json::{Value, json};
+use code_runner_core::{Fault, RuntimeOptions, TurnEnding, TurnOutcome, TurnSpec};
+use serde_json::json;
 
-use crate::{exception, in_child, runtime, runtime_with, turn, value};
+use crate::{exception, in_child, runtime, runtime_with, turn, value, with_iii};
 
 /// "Answered in time" on a busy machine, for budgets well under a second.
 const IN_TIME: Duration = Duration::from_secs(10);
@@ -32,16 +30,6 @@ fn assert_exhausted(out: &TurnOutcome) {
             out.stderr.render()
         ),
     }
-}
-
-/// A turn with the worker's `iii` shape (the engine adds `files` to it).
-fn with_files(program: &str) -> TurnSpec {
-    let ns = BindingNamespace::new("iii")
-        .value("namespace", Value::Null)
-        .error_class("IIIError", "member");
-    let mut spec = turn(program);
-    spec.bindings = Bindings::new(vec![ns]).unwrap();
-    spec
 }
 
 /// Resident memory of this process, in MiB.
@@ -286,7 +274,7 @@ async fn compiles_from_strings_are_bounded() {
     assert_eq!(value(&out), json!(1_000_001));
     // A module written to iii.files past the limit is refused when imported.
     let out = rt
-        .run(with_files(
+        .run(with_iii(
             "await iii.files.write('big.js', 'export const a = [' + '0,'.repeat(3e6) + '0];'); \
              try { await import('./big.js'); return 'imported'; } catch (e) { return e.name + ': ' + e.message.slice(0, 30); }",
         ))
@@ -309,7 +297,7 @@ async fn compiles_from_strings_are_bounded() {
 async fn clock_is_coarse_and_file_names_are_well_formed() {
     let (rt, _dir) = runtime().await;
     let out = rt
-        .run(with_files(
+        .run(with_iii(
             r#"
             const fine = [];
             for (let i = 0; i < 200; i++) { const t = performance.now(); fine.push(Math.abs(t * 10 - Math.round(t * 10)) < 1e-6); }

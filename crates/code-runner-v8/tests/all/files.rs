@@ -2,19 +2,14 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use code_runner_core::{BindingNamespace, Bindings, Fault, RuntimeOptions, TurnEnding, TurnSpec};
-use serde_json::{Value, json};
+use code_runner_core::{Fault, RuntimeOptions, TurnEnding, TurnSpec};
+use serde_json::json;
 
-use crate::{exception, runtime, runtime_with, turn, value};
+use crate::{exception, runtime, runtime_with, value};
 
 /// The worker's `iii` shape: a namespace with an error class; the engine adds `files`.
 fn iii(program: &str) -> TurnSpec {
-    let ns = BindingNamespace::new("iii")
-        .value("namespace", Value::Null)
-        .error_class("IIIError", "member");
-    let mut spec = turn(program);
-    spec.bindings = Bindings::new(vec![ns]).unwrap();
-    spec
+    crate::with_iii(program)
 }
 
 /// Files are written as strings or bytes, read back, listed and removed, and

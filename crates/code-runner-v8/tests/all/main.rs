@@ -69,6 +69,17 @@ pub fn task(task: Task) -> TurnSpec {
     }
 }
 
+/// A program turn with the worker's `iii` shape: a namespace with an error
+/// class, to which the engine adds `files`.
+pub fn with_iii(program: &str) -> TurnSpec {
+    let ns = code_runner_core::BindingNamespace::new("iii")
+        .value("namespace", Value::Null)
+        .error_class("IIIError", "member");
+    let mut spec = turn(program);
+    spec.bindings = Bindings::new(vec![ns]).unwrap();
+    spec
+}
+
 /// The completion value of a successful turn, or a panic showing what happened.
 #[track_caller]
 pub fn value(outcome: &TurnOutcome) -> Value {

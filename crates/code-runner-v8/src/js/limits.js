@@ -28,8 +28,28 @@ const installLimits = (core, globalThis) => {
   const SymbolMatchAll = Symbol.matchAll;
   const SymbolSearch = Symbol.search;
 
+  const MapCtor = Map;
+  const MapGet = Map.prototype.get;
+  const MapSet = Map.prototype.set;
+  const call = (fn, self, ...args) => ReflectApply(fn, self, args);
+
   /** Longest pattern compiled from a string, in UTF-16 units. */
   const MAX_PATTERN = 65536;
+
+  // Function.prototype.toString prints each guard (and itself) as the
+  // built-in it stands for: code that tells native functions apart, as
+  // test suites do, sees what it saw before.
+  const FunctionToString = Function.prototype.toString;
+  const nativeText = new MapCtor();
+  const markNative = (fn, name) => call(MapSet, nativeText, fn, `function ${name}() { [native code] }`);
+  const toStringGuard = {
+    toString() {
+      const text = call(MapGet, nativeText, this);
+      return text !== undefined ? text : ReflectApply(FunctionToString, this, []);
+    },
+  }.toString;
+  markNative(toStringGuard, "toString");
+  ObjectDefineProperty(Function.prototype, "toString", { __proto__: null, value: toStringGuard, writable: true, enumerable: false, configurable: true });
 
   // A constructor in place of `original`: same prototype object, same
   // statics, and `original.prototype.constructor` pointing at it.
@@ -44,7 +64,9 @@ const installLimits = (core, globalThis) => {
       ObjectDefineProperty(replacement, key, desc);
     }
     ObjectDefineProperty(replacement, "prototype", { __proto__: null, value: original.prototype, writable: false, enumerable: false, configurable: false });
+    ObjectDefineProperty(replacement, "length", { __proto__: null, value: original.length, configurable: true });
     ObjectDefineProperty(replacement, "name", { __proto__: null, value: name, configurable: true });
+    markNative(replacement, name);
     ObjectDefineProperty(original.prototype, "constructor", { __proto__: null, value: replacement, writable: true, enumerable: false, configurable: true });
     ObjectDefineProperty(globalThis, name, { __proto__: null, value: replacement, writable: true, enumerable: false, configurable: true });
   };
@@ -73,6 +95,12 @@ const installLimits = (core, globalThis) => {
     }
     return pattern;
   };
+  // The standard's IsRegExp: a `Symbol.match` property decides, else the internal slot.
+  const isRegExpLike = (value) => {
+    if (value === null || (typeof value !== "object" && typeof value !== "function")) return false;
+    const matcher = value[SymbolMatch];
+    return matcher !== undefined ? !!matcher : isRegExp(value);
+  };
   // A RegExp already exists, so its source was bounded; anything else is
   // made a string here, once, and checked (no second conversion can differ).
   const patternOf = (pattern) => {
@@ -81,17 +109,36 @@ const installLimits = (core, globalThis) => {
   };
 
   const OriginalRegExp = RegExp;
+  // The constructor's steps as the standard has them, with every pattern
+  // that is not already a RegExp read once and bounded before V8 compiles it.
   const RegExpGuard = function RegExp(pattern, flags) {
-    const checked = patternOf(pattern);
-    if (new.target === undefined) return ReflectApply(OriginalRegExp, undefined, [checked, flags]);
-    return ReflectConstruct(OriginalRegExp, [checked, flags], new.target);
+    const likeRegExp = isRegExpLike(pattern);
+    if (new.target === undefined && likeRegExp && flags === undefined && pattern.constructor === RegExpGuard) {
+      return pattern;
+    }
+    let source = pattern;
+    let finalFlags = flags;
+    if (isRegExp(pattern)) {
+      // V8 reads a real RegExp's own source.
+    } else if (likeRegExp) {
+      source = pattern.source;
+      if (flags === undefined) finalFlags = pattern.flags;
+      source = patternOf(source);
+    } else {
+      source = patternOf(pattern);
+    }
+    return ReflectConstruct(OriginalRegExp, [source, finalFlags], new.target === undefined ? RegExpGuard : new.target);
   };
   replaceConstructor(OriginalRegExp, RegExpGuard, "RegExp");
 
   const OriginalCompile = OriginalRegExp.prototype.compile;
   ObjectDefineProperty(OriginalRegExp.prototype, "compile", {
     __proto__: null,
-    value: { compile(pattern, flags) { return ReflectApply(OriginalCompile, this, [patternOf(pattern), flags]); } }.compile,
+    value: (() => {
+      const compile = { compile(pattern, flags) { return ReflectApply(OriginalCompile, this, [patternOf(pattern), flags]); } }.compile;
+      markNative(compile, "compile");
+      return compile;
+    })(),
     writable: true,
     enumerable: false,
     configurable: true,
@@ -115,6 +162,7 @@ const installLimits = (core, globalThis) => {
         return ReflectApply(original, this, [regexp === undefined ? undefined : checkPattern(StringCtor(regexp))]);
       },
     }[name];
+    markNative(wrapper, name);
     ObjectDefineProperty(StringCtor.prototype, name, { __proto__: null, value: wrapper, writable: true, enumerable: false, configurable: true });
   };
   wrapMatcher("match", SymbolMatch);

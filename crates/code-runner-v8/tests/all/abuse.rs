@@ -356,3 +356,62 @@ async fn child_huge_strings_in_eight_runtimes() {
         task.await.expect("a runtime's loop");
     }
 }
+
+/// The guards stand in for the built-ins without showing: what the standard
+/// says of `RegExp` and `ArrayBuffer` (and what test suites check) holds.
+#[tokio::test(flavor = "multi_thread")]
+async fn guards_look_like_the_builtins() {
+    let (rt, _dir) = runtime().await;
+    let out = rt
+        .run(turn(
+            r#"
+            const re = /a+/g;
+            const like = { [Symbol.match]: true, source: "b+", flags: "i" };
+            const fromLike = new RegExp(like);
+            const native = (f) => Function.prototype.toString.call(f).includes("[native code]");
+            class Sub extends RegExp {}
+            return [
+              RegExp(re) === re, new RegExp(re) !== re, RegExp(re, "y").flags,
+              fromLike.source + "/" + fromLike.flags, new Sub("c").test("c"), new Sub("c") instanceof Sub,
+              RegExp.length, ArrayBuffer.length, RegExp.name, ArrayBuffer.name,
+              native(RegExp), native(ArrayBuffer), native(String.prototype.match), native(Function.prototype.toString),
+              native(RegExp.prototype.compile), native(() => 1),
+              String.prototype.match.length, String.prototype.matchAll.name,
+              Object.getOwnPropertyDescriptor(RegExp, "prototype").writable,
+              RegExp.prototype.constructor === RegExp, typeof RegExp.prototype.exec,
+              [..."a1b2".matchAll(/\d/g)].length, "aXbX".search("X"), "abc".match(/b/)[0],
+            ];
+            "#,
+        ))
+        .await;
+    assert_eq!(
+        value(&out),
+        json!([
+            true,
+            true,
+            "y",
+            "b+/i",
+            true,
+            true,
+            2,
+            1,
+            "RegExp",
+            "ArrayBuffer",
+            true,
+            true,
+            true,
+            true,
+            true,
+            false,
+            1,
+            "matchAll",
+            false,
+            true,
+            "function",
+            2,
+            1,
+            "b"
+        ])
+    );
+    rt.close().await;
+}

@@ -105,7 +105,8 @@ const installLimits = (core, globalThis) => {
   // made a string here, once, and checked (no second conversion can differ).
   const patternOf = (pattern) => {
     if (pattern === undefined || isRegExp(pattern)) return pattern;
-    return checkPattern(StringCtor(pattern));
+    // ToString, as the standard does it (a Symbol throws a TypeError).
+    return checkPattern(`${pattern}`);
   };
 
   const OriginalRegExp = RegExp;
@@ -159,7 +160,9 @@ const installLimits = (core, globalThis) => {
             return ReflectApply(matcher, regexp, [this]);
           }
         }
-        return ReflectApply(original, this, [regexp === undefined ? undefined : checkPattern(StringCtor(regexp))]);
+        // The receiver becomes a string before the pattern does, as in the standard.
+        const string = `${this}`;
+        return ReflectApply(original, string, [regexp === undefined ? undefined : checkPattern(`${regexp}`)]);
       },
     }[name];
     markNative(wrapper, name);

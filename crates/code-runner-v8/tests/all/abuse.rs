@@ -380,6 +380,8 @@ async fn guards_look_like_the_builtins() {
               Object.getOwnPropertyDescriptor(RegExp, "prototype").writable,
               RegExp.prototype.constructor === RegExp, typeof RegExp.prototype.exec,
               [..."a1b2".matchAll(/\d/g)].length, "aXbX".search("X"), "abc".match(/b/)[0],
+              (() => { try { new RegExp(Symbol()); return "made"; } catch (e) { return e.name; } })(),
+              (() => { const seen = []; String.prototype.match.call({ toString() { seen.push("this"); return "ab"; } }, { toString() { seen.push("pattern"); return "b"; } }); return seen.join(); })(),
             ];
             "#,
         ))
@@ -410,7 +412,9 @@ async fn guards_look_like_the_builtins() {
             "function",
             2,
             1,
-            "b"
+            "b",
+            "TypeError",
+            "this,pattern"
         ])
     );
     rt.close().await;

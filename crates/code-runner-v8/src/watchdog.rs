@@ -95,6 +95,8 @@ impl Watch {
     /// The isolate to terminate; `None` while there is none.
     pub fn set_isolate(&self, handle: Option<v8::IsolateHandle>) {
         *lock(&self.isolate) = handle;
+        // An interrupt asked of a disposed isolate never runs: ask the new one afresh.
+        self.asking.store(false, Ordering::SeqCst);
     }
 
     /// The turns in flight changed: the earliest deadline and every abort signal.

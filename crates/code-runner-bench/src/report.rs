@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::collect::LangResults;
-use super::measure::Lifecycle;
+use super::measure::{Lifecycle, Throughput};
 use super::profiles::Profile;
 use super::stats::{Compute, Stats};
 use super::table::{Row, num};
@@ -116,6 +116,29 @@ pub fn rows(profiles: &[Profile], results: &[LangResults], plan: &Plan) -> Vec<R
                 value,
                 "runs/s",
                 Some(t.throughput),
+            ));
+            let cpu =
+                |pick: fn(&Throughput) -> f64| figure.as_ref().map(pick).map_err(String::clone);
+            rows.push(Row::figure(
+                key(&format!("cpu.c{concurrency}.user")),
+                format!("{lang} process user CPU per one-shot, concurrency {concurrency}"),
+                cpu(|f| f.user_ms_per_run),
+                "ms",
+                None,
+            ));
+            rows.push(Row::figure(
+                key(&format!("cpu.c{concurrency}.system")),
+                format!("{lang} process kernel CPU per one-shot, concurrency {concurrency}"),
+                cpu(|f| f.system_ms_per_run),
+                "ms",
+                None,
+            ));
+            rows.push(Row::figure(
+                key(&format!("cpu.c{concurrency}.kernel_share")),
+                format!("{lang} kernel share of the process CPU, concurrency {concurrency}"),
+                cpu(|f| f.kernel_percent),
+                "%",
+                None,
             ));
         }
         let rss = r

@@ -1,4 +1,4 @@
-//! The real `code-runner-bench` binary, as the README runs it.
+//! The real `code-runner-bench` binary, as docs/benchmark.md runs it.
 
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -44,7 +44,7 @@ fn bench(args: &[&str]) -> (String, Value) {
     (String::from_utf8_lossy(&output.stdout).into_owned(), report)
 }
 
-/// The README's benchmark command runs end to end: rows for each language and
+/// The benchmark command of docs/benchmark.md runs end to end: rows for each language and
 /// the JSON report written where `--out` says.
 #[test]
 fn quick_run_prints_rows_for_both_languages_and_writes_json() {

@@ -3,51 +3,17 @@
 //! `readinto`, `os.pwrite`/`os.pread` and `shutil.copyfileobj`; and a write
 //! past the quota still fails as documented.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use code_runner_core::{
-    AbortSignal, Bindings, Completion, Engine, Runtime, RuntimeOptions, Task, TurnEnding,
-    TurnOutcome, TurnSpec,
-};
+use code_runner_core::{Runtime, RuntimeOptions};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
-use crate::engine;
-
-const MIB: usize = 1 << 20;
+use crate::{turn, value};
 
 async fn runtime() -> (Arc<dyn Runtime>, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let options = RuntimeOptions {
-        work_dir: dir.path().to_path_buf(),
-        ..RuntimeOptions::default()
-    };
-    (engine().spawn(options).await.expect("start"), dir)
+    crate::runtime(RuntimeOptions::default()).await
 }
 
-fn turn(program: &str) -> TurnSpec {
-    TurnSpec {
-        task: Task::program(program),
-        timeout: Duration::from_secs(60),
-        bindings: Bindings::none(),
-        max_stream_bytes: Some(16_384),
-        abort: AbortSignal::new(),
-    }
-}
-
-fn value(outcome: &TurnOutcome) -> Value {
-    match &outcome.ending {
-        TurnEnding::Exited {
-            exit_code: 0,
-            completion: Completion::Value(v),
-            ..
-        } => v.clone(),
-        other => panic!(
-            "expected a value, got {other:?}; stderr: {}",
-            outcome.stderr.render()
-        ),
-    }
-}
+const MIB: usize = 1 << 20;
 
 /// Runs `program` in a fresh runtime; the value and the work directory.
 async fn run(program: &str) -> (Value, tempfile::TempDir) {

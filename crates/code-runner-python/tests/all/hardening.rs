@@ -1,50 +1,11 @@
 //! A hostile guest against the python engine's per-runtime budgets, through
 //! real wasmtime: descriptors, the `/work` quota, and what it hands back.
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use code_runner_core::caps::ResultShape;
-use code_runner_core::{
-    AbortSignal, Bindings, Completion, Engine, Runtime, RuntimeOptions, Task, TurnEnding,
-    TurnOutcome, TurnSpec,
-};
-use serde_json::{Value, json};
+use code_runner_core::{Completion, RuntimeOptions, TurnEnding};
+use serde_json::json;
 
-use crate::engine;
-
-async fn runtime(options: RuntimeOptions) -> (Arc<dyn Runtime>, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let options = RuntimeOptions {
-        work_dir: dir.path().to_path_buf(),
-        ..options
-    };
-    (engine().spawn(options).await.expect("start"), dir)
-}
-
-fn turn(program: &str) -> TurnSpec {
-    TurnSpec {
-        task: Task::program(program),
-        timeout: Duration::from_secs(60),
-        bindings: Bindings::none(),
-        max_stream_bytes: Some(16_384),
-        abort: AbortSignal::new(),
-    }
-}
-
-fn value(outcome: &TurnOutcome) -> Value {
-    match &outcome.ending {
-        TurnEnding::Exited {
-            exit_code: 0,
-            completion: Completion::Value(v),
-            ..
-        } => v.clone(),
-        other => panic!(
-            "expected a value, got {other:?}; stderr: {}",
-            outcome.stderr.render()
-        ),
-    }
-}
+use crate::{runtime, turn, value};
 
 /// Descriptors this process holds right now.
 fn open_fds() -> usize {

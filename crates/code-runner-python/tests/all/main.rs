@@ -5,9 +5,15 @@ mod files;
 mod hardening;
 mod seam;
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
+use code_runner_core::{
+    AbortSignal, Bindings, Completion, Engine, Runtime, RuntimeOptions, Task, TurnEnding,
+    TurnOutcome, TurnSpec,
+};
 use code_runner_python::PythonEngine;
+use serde_json::Value;
 
 /// The process-wide engine: the snapshot compiled (or loaded from the cache) once.
 pub fn engine() -> PythonEngine {
@@ -18,4 +24,40 @@ pub fn engine() -> PythonEngine {
                 .expect("the python snapshot: run scripts/fetch-python-wasm")
         })
         .clone()
+}
+
+/// A runtime with `options`, its `/work` a fresh temporary directory.
+pub async fn runtime(options: RuntimeOptions) -> (Arc<dyn Runtime>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = RuntimeOptions {
+        work_dir: dir.path().to_path_buf(),
+        ..options
+    };
+    (engine().spawn(options).await.expect("start"), dir)
+}
+
+/// A program turn with a 60 s budget and no bindings.
+pub fn turn(program: &str) -> TurnSpec {
+    TurnSpec {
+        task: Task::program(program),
+        timeout: Duration::from_secs(60),
+        bindings: Bindings::none(),
+        max_stream_bytes: Some(16_384),
+        abort: AbortSignal::new(),
+    }
+}
+
+/// The completion value of a successful turn, or a panic showing what happened.
+pub fn value(outcome: &TurnOutcome) -> Value {
+    match &outcome.ending {
+        TurnEnding::Exited {
+            exit_code: 0,
+            completion: Completion::Value(v),
+            ..
+        } => v.clone(),
+        other => panic!(
+            "expected a value, got {other:?}; stderr: {}",
+            outcome.stderr.render()
+        ),
+    }
 }

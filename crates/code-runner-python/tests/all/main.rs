@@ -61,3 +61,20 @@ pub fn value(outcome: &TurnOutcome) -> Value {
         ),
     }
 }
+
+/// Runs the ignored test `name` of this binary alone in a child process and
+/// asserts it passed: for tests that count what the whole process holds.
+pub fn in_child(name: &str) {
+    let exe = std::env::current_exe().expect("the test binary");
+    let output = std::process::Command::new(exe)
+        .args(["--exact", name, "--ignored", "--test-threads=1"])
+        .output()
+        .expect("run the child test");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "child test {name} failed ({}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

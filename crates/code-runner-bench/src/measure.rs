@@ -16,7 +16,7 @@ use super::Outcome;
 use super::native::rss_kib;
 use super::stats::{Compute, Stats};
 use code_runner::Worker;
-use code_runner::functions::{RUN, TEARDOWN};
+use code_runner::names::{RUN, TEARDOWN};
 
 /// How a call reaches the worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -53,6 +53,35 @@ pub fn redact(id: &str) -> String {
     format!("{shown}…")
 }
 
+/// An internal identity of one runtime the worker booted.
+///
+/// Unlike a `runtime_id` it is no capability: it never leaves the process
+/// and a one-shot runtime has one too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RuntimeKey(pub(crate) u64);
+
+impl RuntimeKey {
+    /// The key numbered `n` (the lineage counts them up from zero).
+    pub(crate) const fn new(n: u64) -> RuntimeKey {
+        RuntimeKey(n)
+    }
+
+    /// A key no runtime has: the context of a pooled runtime's warm-up
+    /// turn, whose bindings are never called.
+    pub(crate) const PLACEHOLDER: RuntimeKey = RuntimeKey(u64::MAX);
+
+    /// The key that stands for tree `tree` of another worker `worker` (a
+    /// guest there called this worker through the engine): what that
+    /// guest's calls start here is charged to it. Local keys count up from
+    /// zero; these have the top bit set.
+    pub(crate) fn remote_tree(worker: &str, tree: &str) -> RuntimeKey {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut hasher = DefaultHasher::new();
+        (worker, tree).hash(&mut hasher);
+        RuntimeKey((hasher.finish() >> 1 | 1 << 63).min(u64::MAX - 1))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,7 +113,7 @@ mod tests {
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
         );
-        crate::namespaces::check_namespace(&a).unwrap();
-        crate::namespaces::FunctionId::parse(&format!("{a}::ping")).unwrap();
+        crate::bus::naming::check_namespace(&a).unwrap();
+        crate::bus::naming::FunctionId::parse(&format!("{a}::ping")).unwrap();
     }
 }

@@ -29,34 +29,15 @@
 
 #![deny(missing_docs)]
 
-mod bounded;
-pub mod bridge;
-pub mod bus;
-pub mod cli;
-pub mod configuration;
-mod detached;
-pub mod engines;
-pub mod functions;
-mod guest;
-pub mod guidance;
-pub mod http;
+mod bus;
+mod edge;
 mod ids;
-pub mod iii;
-mod invoke;
-mod lifecycle;
-pub mod lineage;
-pub mod logging;
-pub mod namespaces;
-mod ns_runtimes;
-pub mod pool;
-mod published;
-mod register;
-pub mod registry;
+mod ops;
+mod runtimes;
 mod settings;
-mod tenancy;
-pub mod ui;
-mod workdir;
 mod worker;
 
 pub use bus::CallError;
+pub use bus::names;
+pub use edge::{cli, http, iii, logging};
 pub use worker::{Worker, WorkerOptions};

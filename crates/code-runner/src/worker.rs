@@ -13,16 +13,19 @@ use code_runner_core::wire::{
 use code_runner_core::{Config, Engine, Lang, RunnerError};
 use serde_json::{Value, json};
 
-use crate::bus::{Bus, CallError, Caller, FUNCTIONS_INFO, Function, Handler};
-use crate::engines::Engines;
-use crate::functions::{self, RUN, TEARDOWN};
-use crate::iii::{EngineLink, EngineOptions};
-use crate::lineage::Lineage;
-use crate::ns_runtimes::NamespaceRuntimes;
-use crate::pool::WarmPool;
-use crate::published::Published;
-use crate::register::{self, REGISTER_FUNCTION};
-use crate::registry::Registry;
+use crate::bus::catalog::Published;
+use crate::bus::names::FUNCTIONS_INFO;
+use crate::bus::names::REGISTER_FUNCTION;
+use crate::bus::names::{RUN, TEARDOWN};
+use crate::bus::{Bus, CallError, Caller, Function, Handler};
+use crate::edge::iii::{EngineLink, EngineOptions};
+use crate::ops::functions;
+use crate::ops::namespaces::NamespaceRuntimes;
+use crate::ops::register;
+use crate::runtimes::engines::Engines;
+use crate::runtimes::lineage::Lineage;
+use crate::runtimes::pool::WarmPool;
+use crate::runtimes::registry::Registry;
 use crate::settings::{ConfigFile, ConfigWatch, Settings};
 
 /// What a worker needs to start.
@@ -54,7 +57,7 @@ pub(crate) struct Inner {
     pub(crate) lineage: Lineage,
     pub(crate) published: Published,
     /// Trigger bindings guest code registered, by lineage.
-    pub(crate) guest_triggers: crate::bridge::GuestTriggers,
+    pub(crate) guest_triggers: crate::bus::bridge::GuestTriggers,
     pub(crate) namespaces: NamespaceRuntimes,
     pub(crate) runtimes_dir: PathBuf,
     pub(crate) engines: Engines,
@@ -226,7 +229,7 @@ impl Worker {
             link.shutdown().await;
         }
         self.inner.engines.drain().await;
-        crate::lifecycle::shutdown(&self.inner).await;
+        crate::ops::retire::shutdown(&self.inner).await;
     }
 }
 
@@ -263,9 +266,9 @@ fn register_functions(inner: &Arc<Inner>) {
         schema_of::<RegisterResponse>(),
         handler_as(inner, register::register_function),
     ));
-    crate::ui::register(&inner.bus);
-    crate::configuration::register(inner);
-    crate::guidance::register(inner);
+    crate::edge::ui::register(&inner.bus);
+    crate::ops::configuration::register(inner);
+    crate::ops::guidance::register(inner);
 }
 
 /// A bus handler over the worker that holds it only weakly, so the bus
@@ -288,7 +291,7 @@ where
     let f = Arc::new(f);
     Arc::new(move |payload: Value, caller: Caller| {
         let (weak, f) = (weak.clone(), f.clone());
-        Box::pin(crate::detached::detached(async move {
+        Box::pin(crate::bus::detached::detached(async move {
             let inner = weak.upgrade().ok_or_else(shutting_down)?;
             f(inner, payload, caller).await
         }))
@@ -309,7 +312,7 @@ async fn reap_idle(inner: Weak<Inner>) {
         tokio::time::sleep((ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(30)))
             .await;
         let Some(inner) = inner.upgrade() else { return };
-        crate::lifecycle::reap(&inner, ttl).await;
+        crate::ops::retire::reap(&inner, ttl).await;
     }
 }
 

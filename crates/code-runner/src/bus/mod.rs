@@ -1,0 +1,350 @@
+//! The embedded bus: functions by id, with their schemas.
+
+pub(crate) mod bridge;
+pub(crate) mod catalog;
+pub(crate) mod detached;
+pub mod names;
+pub(crate) mod naming;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use code_runner_core::wire::{FunctionInfo, FunctionsInfoResponse};
+use code_runner_core::{AbortSignal, BoxFuture, RunnerError};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::ids::RuntimeKey;
+
+/// The error code of a call to an id nothing is registered under.
+pub const FUNCTION_NOT_FOUND: &str = "function_not_found";
+
+/// A bus error: a contract code or a bus-level one, with a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct CallError {
+    /// e.g. `code-runner::timeout` or `function_not_found`.
+    pub code: String,
+    /// Human-readable detail.
+    pub message: String,
+}
+
+impl From<RunnerError> for CallError {
+    fn from(err: RunnerError) -> Self {
+        CallError {
+            code: err.code.as_str().to_string(),
+            message: code_runner_core::bound_message(err.message),
+        }
+    }
+}
+
+/// Who makes a bus call: the host (HTTP, the CLI, an engine connection), or
+/// guest code through its `iii.trigger`.
+///
+/// A guest call carries the calling runtime, so what it starts (a nested
+/// run, kept or not, a namespace) is charged to it and lives no longer than
+/// it does, its deadline, so nothing it starts outlives its budget, and its
+/// turn's scope, so a nested run ends when the turn that started it answers.
+/// A guest of another code-runner worker arrives through the engine with
+/// its lineage ([`crate::edge::iii`]) and is a guest here too.
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    pub(crate) guest: Option<GuestCaller>,
+}
+
+/// The guest side of a [`Caller`].
+#[derive(Debug, Clone)]
+pub(crate) struct GuestCaller {
+    /// The runtime whose code made the call.
+    pub runtime: RuntimeKey,
+    /// The top of its lineage: the runtime a host call created.
+    pub root: RuntimeKey,
+    /// The namespace the calling runtime serves, if it is a namespace runtime.
+    pub namespace: Option<String>,
+    /// When the calling turn's budget ends.
+    pub deadline: Instant,
+    /// Fires when the calling turn answers: a run the call starts is
+    /// chained to it, so it ends with the turn that started it.
+    pub scope: AbortSignal,
+}
+
+impl Caller {
+    /// A host call: no budget but the callee's own, nothing to charge.
+    pub fn host() -> Caller {
+        Caller::default()
+    }
+
+    /// The time left before the calling guest's deadline (`None` for the host).
+    pub(crate) fn time_left(&self) -> Option<Duration> {
+        self.guest
+            .as_ref()
+            .map(|g| g.deadline.saturating_duration_since(Instant::now()))
+    }
+}
+
+/// A function handler: JSON payload and caller in, JSON answer or error out.
+pub type Handler =
+    Arc<dyn Fn(Value, Caller) -> BoxFuture<'static, Result<Value, CallError>> + Send + Sync>;
+
+/// A bus function: its description, schemas, metadata and handler.
+///
+/// Schemas and metadata are shared (`Arc`): describing a function copies
+/// pointers under the bus lock, never the schemas themselves.
+#[derive(Clone)]
+pub struct Function {
+    /// What `engine::functions::info` shows a caller.
+    pub description: String,
+    /// JSON Schema of the payload.
+    pub request_schema: Arc<Value>,
+    /// JSON Schema of the answer.
+    pub response_schema: Arc<Value>,
+    /// Free-form metadata; `{"internal": true}` marks a function callers
+    /// do not call directly (hooks, content functions).
+    pub metadata: Arc<Value>,
+    /// The handler.
+    pub handler: Handler,
+}
+
+impl Function {
+    /// A function with schemas and empty metadata.
+    pub fn new(
+        description: impl Into<String>,
+        request_schema: Value,
+        response_schema: Value,
+        handler: Handler,
+    ) -> Self {
+        Function {
+            description: description.into(),
+            request_schema: Arc::new(request_schema),
+            response_schema: Arc::new(response_schema),
+            metadata: Arc::new(Value::Object(Default::default())),
+            handler,
+        }
+    }
+
+    /// Marks the function internal (`metadata.internal: true`).
+    #[must_use]
+    pub fn internal(self) -> Self {
+        self.with_metadata("internal", Value::Bool(true))
+    }
+
+    /// Sets one metadata key.
+    #[must_use]
+    pub fn with_metadata(mut self, key: &str, value: Value) -> Self {
+        if let Value::Object(map) = Arc::make_mut(&mut self.metadata) {
+            map.insert(key.into(), value);
+        }
+        self
+    }
+}
+
+/// The registry of bus functions.
+pub struct Bus {
+    functions: RwLock<BTreeMap<String, Function>>,
+    /// Bumped on every change, so a mirror (the iii engine link) can follow.
+    changes: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Bus {
+    fn default() -> Self {
+        Bus {
+            functions: RwLock::default(),
+            changes: tokio::sync::watch::Sender::new(0),
+        }
+    }
+}
+
+impl Bus {
+    /// Registers (or replaces) `id`.
+    pub fn register(&self, id: &str, function: Function) {
+        self.write().insert(id.to_string(), function);
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Every function, by id: what a mirror registers elsewhere.
+    pub fn snapshot(&self) -> Vec<(String, Function)> {
+        self.read()
+            .iter()
+            .map(|(id, f)| (id.clone(), f.clone()))
+            .collect()
+    }
+
+    /// The function registered under `id`.
+    pub fn get(&self, id: &str) -> Option<Function> {
+        self.read().get(id).cloned()
+    }
+
+    /// A receiver that wakes on every change.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Removes `id`; whether it was there.
+    pub fn unregister(&self, id: &str) -> bool {
+        let removed = self.write().remove(id).is_some();
+        if removed {
+            self.changes.send_modify(|n| *n += 1);
+        }
+        removed
+    }
+
+    /// Calls `id` with `payload`, as the host.
+    ///
+    /// # Errors
+    /// `function_not_found` for an unknown id, else the handler's error.
+    pub async fn call(&self, id: &str, payload: Value) -> Result<Value, CallError> {
+        self.call_as(id, payload, Caller::host()).await
+    }
+
+    /// Calls `id` with `payload` on behalf of `caller`.
+    ///
+    /// # Errors
+    /// `function_not_found` for an unknown id, else the handler's error.
+    pub async fn call_as(
+        &self,
+        id: &str,
+        payload: Value,
+        caller: Caller,
+    ) -> Result<Value, CallError> {
+        let handler = self
+            .read()
+            .get(id)
+            .map(|entry| entry.handler.clone())
+            .ok_or_else(|| not_found(id))?;
+        handler(payload, caller).await
+    }
+
+    /// Whether `id` is registered.
+    pub fn contains(&self, id: &str) -> bool {
+        self.read().contains_key(id)
+    }
+
+    /// Describes `ids`, each distinct id once, in the order first asked; an
+    /// unknown id gets an entry with `error`.
+    ///
+    /// The bus lock is held only to copy pointers; the schemas are copied
+    /// into the answer after it is released. Callers bound `ids` (the info
+    /// function takes at most [`code_runner_core::wire::MAX_INFO_IDS`]).
+    pub fn info(&self, ids: &[String]) -> FunctionsInfoResponse {
+        let mut seen = HashSet::with_capacity(ids.len());
+        let distinct: Vec<&String> = ids.iter().filter(|id| seen.insert(id.as_str())).collect();
+        let found: Vec<Option<Function>> = {
+            let functions = self.read();
+            distinct
+                .iter()
+                .map(|id| functions.get(id.as_str()).cloned())
+                .collect()
+        };
+        let describe = |(id, entry): (&String, Option<Function>)| match entry {
+            Some(entry) => FunctionInfo {
+                function_id: id.clone(),
+                description: Some(entry.description),
+                request_schema: Some(Value::clone(&entry.request_schema)),
+                response_schema: Some(Value::clone(&entry.response_schema)),
+                metadata: Some(Value::clone(&entry.metadata)),
+                error: None,
+            },
+            None => FunctionInfo {
+                function_id: id.clone(),
+                description: None,
+                request_schema: None,
+                response_schema: None,
+                metadata: None,
+                error: Some(code_runner_core::bound_message(format!(
+                    "{FUNCTION_NOT_FOUND}: no function `{id}` on this bus"
+                ))),
+            },
+        };
+        FunctionsInfoResponse {
+            functions: distinct.into_iter().zip(found).map(describe).collect(),
+        }
+    }
+
+    /// Every registered id, sorted.
+    pub fn ids(&self) -> Vec<String> {
+        self.read().keys().cloned().collect()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Function>> {
+        self.functions.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Function>> {
+        self.functions.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The error of a call to an id nothing is registered under.
+pub fn not_found(id: &str) -> CallError {
+    CallError {
+        code: FUNCTION_NOT_FOUND.into(),
+        message: code_runner_core::bound_message(format!("no function `{id}` on this bus")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn function(schema: Value) -> Function {
+        let handler: Handler = Arc::new(|payload, _caller| Box::pin(async move { Ok(payload) }));
+        Function::new("echo", schema.clone(), schema, handler)
+    }
+
+    /// A repeated id is described once, in the order first asked, and an
+    /// unknown one gets an error entry: a long list of one id cannot
+    /// multiply the schemas in the answer.
+    #[test]
+    fn info_describes_each_distinct_id_once() {
+        let bus = Bus::default();
+        bus.register("a::x", function(serde_json::json!({"type": "object"})));
+        let ids: Vec<String> = ["a::x", "b::y", "a::x", "a::x", "b::y"]
+            .map(String::from)
+            .to_vec();
+        let info = bus.info(&ids);
+        let listed: Vec<&str> = info
+            .functions
+            .iter()
+            .map(|f| f.function_id.as_str())
+            .collect();
+        assert_eq!(listed, ["a::x", "b::y"]);
+        assert_eq!(
+            info.functions[0].request_schema,
+            Some(serde_json::json!({"type": "object"}))
+        );
+        assert!(
+            info.functions[1]
+                .error
+                .as_deref()
+                .unwrap_or("")
+                .starts_with(FUNCTION_NOT_FOUND)
+        );
+    }
+
+    /// Registered functions share their schemas: a clone of the entry is a
+    /// pointer copy, not a copy of the schema.
+    #[test]
+    fn function_entries_share_their_schemas() {
+        let f = function(serde_json::json!({"type": "string"}));
+        let g = f.clone();
+        assert!(Arc::ptr_eq(&f.request_schema, &g.request_schema));
+        let internal = g.internal();
+        assert_eq!(internal.metadata["internal"], true);
+        assert_eq!(*f.metadata, serde_json::json!({}));
+    }
+
+    /// Unregistering makes an id unknown again.
+    #[tokio::test]
+    async fn unregister_makes_an_id_unknown() {
+        let bus = Bus::default();
+        bus.register("a::x", function(Value::Null));
+        assert_eq!(bus.call("a::x", Value::from(1)).await, Ok(Value::from(1)));
+        assert!(bus.unregister("a::x"));
+        assert!(!bus.unregister("a::x"));
+        assert_eq!(
+            bus.call("a::x", Value::Null).await.unwrap_err().code,
+            FUNCTION_NOT_FOUND
+        );
+    }
+}

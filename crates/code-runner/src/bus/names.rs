@@ -1,0 +1,23 @@
+//! Every function id this worker serves, and its configuration entry's id:
+//! each defined once, here.
+
+/// `code-runner::run`: run code, one-shot or kept.
+pub const RUN: &str = "code-runner::run";
+/// `code-runner::teardown`: destroy a kept or namespace runtime.
+pub const TEARDOWN: &str = "code-runner::teardown";
+/// `code-runner::register_function`: publish a function whose handler runs in a sandbox.
+pub const REGISTER_FUNCTION: &str = "code-runner::register_function";
+/// `engine::functions::info`: describe bus functions.
+pub const FUNCTIONS_INFO: &str = "engine::functions::info";
+/// `configuration::get`: read a configuration entry.
+pub const CONFIGURATION_GET: &str = "configuration::get";
+/// `configuration::set`: replace a configuration entry.
+pub const CONFIGURATION_SET: &str = "configuration::set";
+/// `code-runner::on-config-change`: reload from the stored configuration.
+pub const ON_CONFIG_CHANGE: &str = "code-runner::on-config-change";
+/// `code-runner::inject-guidance`: the harness hook that teaches a model the conventions.
+pub const INJECT_GUIDANCE: &str = "code-runner::inject-guidance";
+/// `code-runner::ui-content`: the console cards' and playground's assets.
+pub const UI_CONTENT: &str = "code-runner::ui-content";
+/// The id of the configuration entry holding code-runner's limits.
+pub const CONFIG_ID: &str = "code-runner";

@@ -1,0 +1,391 @@
+//! The command line: `serve` and `call`, in the iii style.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use code_runner_core::Config;
+use serde_json::{Map, Value};
+
+use crate::bus::CallError;
+use crate::edge::http::HttpOptions;
+use crate::edge::iii::EngineOptions;
+use crate::worker::{Worker, WorkerOptions};
+
+/// Run untrusted JavaScript and Python in-process, with hard limits.
+#[derive(Debug, Parser)]
+#[command(name = "code-runner", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the HTTP API.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:7979")]
+        listen: SocketAddr,
+        /// Where runtimes keep their files and the configuration persists.
+        #[arg(long, default_value = "./data")]
+        data_dir: PathBuf,
+        /// YAML configuration; seeds `<data-dir>/configuration/code-runner.yaml` on first boot only.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Join the iii engine at this WebSocket address (e.g. ws://127.0.0.1:49134):
+        /// every function becomes an engine function. Standalone when absent.
+        #[arg(long, env = "III_URL")]
+        engine: Option<String>,
+        /// This worker's name on the engine; unique per engine (default code-runner-<host>-<pid>).
+        #[arg(long, env = "III_WORKER_NAME")]
+        worker_name: Option<String>,
+        /// With --engine: serve no HTTP API, only the engine.
+        #[arg(long, requires = "engine")]
+        no_http: bool,
+        /// Let pages of this origin (scheme://host[:port]) call from a browser, with CORS; repeatable.
+        /// The server's own origin is always allowed.
+        #[arg(long = "allow-origin", value_name = "URL")]
+        allow_origins: Vec<String>,
+        /// Answer requests whose Host is this name; repeatable. IP addresses and localhost
+        /// are always accepted; other names are refused (DNS rebinding).
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_hosts: Vec<String>,
+        /// Open connections at most; past it the longest-open idle one is closed.
+        #[arg(long, default_value_t = crate::edge::http::DEFAULT_MAX_CONNECTIONS)]
+        max_connections: usize,
+    },
+    /// Call a function and print its answer as JSON: in-process, or on a server with --url.
+    Call {
+        /// The function id, e.g. code-runner::run.
+        function_id: String,
+        /// Payload fields as key=value; values are parsed as JSON where they parse, else taken as strings.
+        args: Vec<String>,
+        /// The whole payload as JSON (fields given as key=value are merged over it).
+        #[arg(long)]
+        json: Option<String>,
+        /// Base URL of a running server, e.g. http://127.0.0.1:7979.
+        #[arg(long, conflicts_with = "engine")]
+        url: Option<String>,
+        /// Call through the iii engine at this WebSocket address instead.
+        #[arg(long)]
+        engine: Option<String>,
+        /// With --engine: how long to wait for the answer, in milliseconds.
+        #[arg(long, default_value_t = 60_000)]
+        timeout_ms: u64,
+        /// Data directory for an in-process call (default: a temporary one).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// YAML configuration for an in-process call.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+/// Parses the command line and runs it.
+///
+/// # Errors
+/// Start-up failures (bad configuration, locked data directory, bind errors).
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Serve {
+            listen,
+            data_dir,
+            config,
+            engine,
+            worker_name,
+            no_http,
+            allow_origins,
+            allow_hosts,
+            max_connections,
+        } => {
+            let engine = engine.map(|url| EngineOptions {
+                url,
+                worker_name: worker_name.unwrap_or_else(EngineOptions::default_worker_name),
+            });
+            let listen = (!no_http).then_some(listen);
+            let http = HttpOptions {
+                allow_origins,
+                allow_hosts,
+                max_connections,
+                ..HttpOptions::default()
+            };
+            serve(listen, data_dir, config.as_deref(), engine, http).await
+        }
+        Command::Call {
+            function_id,
+            args,
+            json,
+            url,
+            engine,
+            timeout_ms,
+            data_dir,
+            config,
+        } => {
+            let payload = payload(json.as_deref(), &args)?;
+            let answer = match (url, engine) {
+                (Some(url), _) => call_remote(&url, &function_id, &payload).await?,
+                (None, Some(engine)) => {
+                    call_engine(&engine, &function_id, payload, timeout_ms).await?
+                }
+                (None, None) => {
+                    call_local(&function_id, payload, data_dir, config.as_deref()).await?
+                }
+            };
+            let (text, code) = match answer {
+                Ok(value) => (value, ExitCode::SUCCESS),
+                Err(err) => (serde_json::json!({ "error": err }), ExitCode::FAILURE),
+            };
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{}", serde_json::to_string_pretty(&text)?)?;
+            Ok(code)
+        }
+    }
+}
+
+/// Builds a payload from `--json` and `key=value` arguments.
+///
+/// # Errors
+/// A malformed `--json`, a non-object `--json`, or an argument without `=`.
+pub fn payload(json: Option<&str>, args: &[String]) -> anyhow::Result<Value> {
+    let mut map = match json {
+        Some(text) => match serde_json::from_str(text).context("--json is not valid JSON")? {
+            Value::Object(map) => map,
+            other => anyhow::bail!("--json must be a JSON object, got {other}"),
+        },
+        None => Map::new(),
+    };
+    for arg in args {
+        let (key, raw) = arg
+            .split_once('=')
+            .with_context(|| format!("argument `{arg}` is not key=value"))?;
+        let value = serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()));
+        map.insert(key.to_string(), value);
+    }
+    Ok(Value::Object(map))
+}
+
+/// The seed for a data directory's first boot: `--config` (validated, and
+/// persisted as written, comments and all), else the defaults. A data
+/// directory that already holds a configuration keeps it, so `--config` is
+/// then not read at all.
+///
+/// # Errors
+/// An unreadable or invalid `--config`, naming it and the offending key, or
+/// a configuration directory that cannot be written.
+pub fn seed_config(data_dir: &Path, seed: Option<&Path>) -> anyhow::Result<Config> {
+    let file = crate::settings::ConfigFile::in_data_dir(data_dir);
+    match seed {
+        Some(seed) if file.path().exists() => {
+            tracing::info!(
+                "using the persisted configuration {} (--config {} seeds the first boot only)",
+                file.path().display(),
+                seed.display()
+            );
+            Ok(Config::default())
+        }
+        Some(seed) => {
+            let text = std::fs::read_to_string(seed)
+                .with_context(|| format!("cannot read {}", seed.display()))?;
+            let config = crate::settings::parse_yaml(&text)
+                .map_err(|err| anyhow::anyhow!("{}: {}", seed.display(), err.message))?;
+            file.write_text(&text)
+                .map_err(|err| anyhow::anyhow!(err.message))?;
+            Ok(config)
+        }
+        None => Ok(Config::default()),
+    }
+}
+
+async fn serve(
+    listen: Option<SocketAddr>,
+    data_dir: PathBuf,
+    seed: Option<&Path>,
+    engine: Option<EngineOptions>,
+    http: HttpOptions,
+) -> anyhow::Result<ExitCode> {
+    http.validate()
+        .map_err(|message| anyhow::anyhow!(message))?;
+    let config = seed_config(&data_dir, seed)?;
+    let worker = Worker::start(WorkerOptions {
+        data_dir: data_dir.clone(),
+        config,
+        python_wasm: None,
+    })
+    .await
+    .map_err(|err| anyhow::anyhow!(err.message))?;
+    if let Some(engine) = &engine {
+        worker
+            .connect_engine(engine)
+            .map_err(|err| anyhow::anyhow!(err.message))?;
+        tracing::info!(
+            "code-runner joining the iii engine at {} as {}",
+            engine.url,
+            engine.worker_name
+        );
+    }
+    match listen {
+        Some(listen) => {
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .with_context(|| format!("cannot listen on {listen}"))?;
+            tracing::info!(
+                "code-runner serving on http://{} (open it for the playground; data dir {})",
+                listener.local_addr()?,
+                data_dir.display()
+            );
+            crate::edge::http::serve_with(listener, worker.clone(), http, shutdown_signal())
+                .await?;
+        }
+        None => shutdown_signal().await,
+    }
+    worker.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Calls `function_id` through the engine at `url`, as a short-lived worker.
+async fn call_engine(
+    url: &str,
+    function_id: &str,
+    payload: Value,
+    timeout_ms: u64,
+) -> anyhow::Result<Result<Value, CallError>> {
+    let answer = crate::edge::iii::call_once(url, function_id, payload, timeout_ms).await?;
+    Ok(answer)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => return std::future::pending().await,
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutting down");
+}
+
+async fn call_local(
+    function_id: &str,
+    payload: Value,
+    data_dir: Option<PathBuf>,
+    config: Option<&Path>,
+) -> anyhow::Result<Result<Value, CallError>> {
+    let (data_dir, _temp) = match data_dir {
+        Some(dir) => (dir, None),
+        None => {
+            let temp = tempfile::Builder::new()
+                .prefix("code-runner-call-")
+                .tempdir()?;
+            (temp.path().to_path_buf(), Some(temp))
+        }
+    };
+    let config = seed_config(&data_dir, config)?;
+    // One call: interpreters booted ahead of time would only be thrown away.
+    let worker = Worker::start_for_one_call(WorkerOptions {
+        data_dir,
+        config,
+        python_wasm: None,
+    })
+    .await
+    .map_err(|err| anyhow::anyhow!(err.message))?;
+    let answer = worker.call(function_id, payload).await;
+    worker.shutdown().await;
+    Ok(answer)
+}
+
+async fn call_remote(
+    url: &str,
+    function_id: &str,
+    payload: &Value,
+) -> anyhow::Result<Result<Value, CallError>> {
+    let endpoint = format!("{}/v1/call/{function_id}", url.trim_end_matches('/'));
+    let response = reqwest::Client::new()
+        .post(&endpoint)
+        .json(payload)
+        .send()
+        .await
+        .with_context(|| format!("cannot reach {endpoint}"))?;
+    let status = response.status();
+    let body: Value = response
+        .json()
+        .await
+        .with_context(|| format!("{endpoint} did not answer JSON"))?;
+    if status.is_success() {
+        return Ok(Ok(body));
+    }
+    let error = body.get("error").cloned().unwrap_or(body);
+    Ok(Err(CallError {
+        code: error
+            .get("code")
+            .and_then(Value::as_str)
+            .unwrap_or("http_error")
+            .to_string(),
+        message: error
+            .get("message")
+            .and_then(Value::as_str)
+            .map_or_else(|| format!("HTTP {status}"), str::to_string),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `k=v` values parse as JSON where they can and stay strings otherwise.
+    #[test]
+    fn key_value_arguments_parse_as_json_where_they_can() {
+        let args = [
+            "lang=python",
+            "code=result = 2 + 2",
+            "keep=true",
+            "timeout_ms=100",
+            "x={\"a\":1}",
+        ];
+        let payload = payload(Some(r#"{"keep": false, "y": 1}"#), &args.map(String::from)).unwrap();
+        assert_eq!(
+            payload,
+            serde_json::json!({"keep": true, "y": 1, "lang": "python", "code": "result = 2 + 2", "timeout_ms": 100, "x": {"a": 1}})
+        );
+        assert!(super::payload(None, &["novalue".to_string()]).is_err());
+        assert!(super::payload(Some("[1]"), &[]).is_err());
+    }
+
+    /// `--config` is read (and refused by key) only while nothing is persisted.
+    #[test]
+    fn config_is_read_only_for_a_first_boot() {
+        let dir = tempfile::tempdir().unwrap();
+        let seed = dir.path().join("seed.yaml");
+        let data = dir.path().join("data");
+        let persisted = crate::settings::ConfigFile::in_data_dir(&data)
+            .path()
+            .to_path_buf();
+        std::fs::write(&seed, "max_runtime: 9\n").unwrap();
+        let refused = seed_config(&data, Some(&seed)).unwrap_err().to_string();
+        assert!(refused.contains("max_runtime"), "{refused}");
+        assert!(!persisted.exists(), "an invalid seed is not persisted");
+
+        std::fs::write(&seed, "# mine\nmax_runtimes: 4\n").unwrap();
+        assert_eq!(seed_config(&data, Some(&seed)).unwrap().max_runtimes, 4);
+        let kept = std::fs::read_to_string(&persisted).unwrap();
+        assert_eq!(kept, "# mine\nmax_runtimes: 4\n", "persisted as written");
+
+        std::fs::write(&seed, "max_runtime: 9\n").unwrap();
+        assert!(
+            seed_config(&data, Some(&seed)).is_ok(),
+            "not read once persisted"
+        );
+        assert_eq!(std::fs::read_to_string(&persisted).unwrap(), kept);
+    }
+}

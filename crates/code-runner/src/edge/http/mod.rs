@@ -1,0 +1,202 @@
+//! HTTP: `POST /v1/call/{function_id}`, `GET /v1/functions`, `GET /healthz`.
+//!
+//! [`app`] is the routes; [`serve_with`] puts them behind the edge: the
+//! `Host`/`Origin`/`Content-Type` rules (`edge`), bodies read within a
+//! deadline and a byte budget and parsed with a value count (`body`), and
+//! hyper connections under a cap with header deadlines (`server`).
+
+mod body;
+mod rules;
+mod server;
+
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use serde_json::json;
+
+pub use body::{
+    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_BUFFERED_BODY_BYTES, JsonBody, MAX_BODY_BYTES,
+    MAX_BODY_JSON_DEPTH, MAX_BODY_JSON_VALUES, json_kind,
+};
+pub use server::{DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, HttpOptions};
+
+use crate::bus::{CallError, FUNCTION_NOT_FOUND};
+use crate::worker::Worker;
+
+/// The HTTP face of an error: a status and `{"error": {code, message}}`.
+#[derive(Debug)]
+pub struct ApiError(pub CallError);
+
+/// The HTTP status of a bus error code.
+pub fn status_of(code: &str) -> StatusCode {
+    use code_runner_core::ErrorCode::*;
+    match code_runner_core::ErrorCode::parse(code) {
+        Some(InvalidRequest) => StatusCode::BAD_REQUEST,
+        Some(RuntimeNotFound) => StatusCode::NOT_FOUND,
+        Some(Expired) => StatusCode::GONE,
+        Some(Capacity) => StatusCode::TOO_MANY_REQUESTS,
+        Some(Timeout) => StatusCode::GATEWAY_TIMEOUT,
+        Some(ResourceExhausted) => StatusCode::UNPROCESSABLE_ENTITY,
+        Some(HandlerError) => StatusCode::BAD_GATEWAY,
+        Some(Engine) => StatusCode::INTERNAL_SERVER_ERROR,
+        None if code == FUNCTION_NOT_FOUND => StatusCode::NOT_FOUND,
+        None => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        Refusal {
+            status: status_of(&self.0.code),
+            error: self.0,
+        }
+        .into_response()
+    }
+}
+
+/// An error answer with an explicit status: `{"error": {code, message}}`,
+/// the message bounded by [`code_runner_core::MAX_ERROR_MESSAGE_BYTES`]. A
+/// 5xx is logged once, here.
+#[derive(Debug)]
+pub struct Refusal {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The code and message.
+    pub error: CallError,
+}
+
+impl Refusal {
+    /// A refusal with `status`, `code` and `message`.
+    pub fn new(status: StatusCode, code: &str, message: String) -> Self {
+        Refusal {
+            status,
+            error: CallError {
+                code: code.to_string(),
+                message,
+            },
+        }
+    }
+
+    /// `400 code-runner::invalid_request`.
+    pub fn invalid(message: String) -> Self {
+        Refusal::new(
+            StatusCode::BAD_REQUEST,
+            code_runner_core::ErrorCode::InvalidRequest.as_str(),
+            message,
+        )
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let error = CallError {
+            code: self.error.code,
+            message: code_runner_core::bound_message(self.error.message),
+        };
+        if self.status.is_server_error() {
+            tracing::error!(code = %error.code, "{}", error.message);
+        }
+        (self.status, axum::Json(json!({ "error": error }))).into_response()
+    }
+}
+
+/// The router over `worker`.
+pub fn app(worker: Worker) -> Router {
+    Router::new()
+        .route("/v1/call/{function_id}", post(call))
+        .route("/v1/functions", get(functions))
+        .route("/healthz", get(healthz))
+        .merge(crate::edge::ui::routes())
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(worker)
+}
+
+async fn call(
+    State(worker): State<Worker>,
+    Path(function_id): Path<String>,
+    JsonBody(payload): JsonBody,
+) -> Response {
+    match worker.call(&function_id, payload).await {
+        Ok(value) => axum::Json(value).into_response(),
+        Err(err) => ApiError(err).into_response(),
+    }
+}
+
+async fn functions(State(worker): State<Worker>) -> Response {
+    match worker.functions().await {
+        Ok(listing) => {
+            // Serialising a large listing is work too: off the async workers.
+            let body = tokio::task::spawn_blocking(move || serde_json::to_vec(&listing)).await;
+            match body {
+                Ok(Ok(bytes)) => (
+                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    bytes,
+                )
+                    .into_response(),
+                _ => ApiError(
+                    code_runner_core::RunnerError::engine("listing functions failed").into(),
+                )
+                .into_response(),
+            }
+        }
+        Err(err) => ApiError(err).into_response(),
+    }
+}
+
+async fn healthz(State(worker): State<Worker>) -> Response {
+    axum::Json(worker.health()).into_response()
+}
+
+/// Serves `app(worker)` on `listener` with the default [`HttpOptions`] until
+/// `shutdown` resolves.
+///
+/// # Errors
+/// None today; the signature leaves room for listener failures.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    worker: Worker,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve_with(listener, worker, HttpOptions::default(), shutdown).await
+}
+
+/// Serves `app(worker)` behind the edge rules of `options` until `shutdown`
+/// resolves, then lets requests in progress finish.
+///
+/// # Errors
+/// `InvalidInput` for an `--allow-origin` that is not an origin.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    worker: Worker,
+    options: HttpOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let router = guarded(app(worker), &options)
+        .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
+    server::serve_router(listener, router, &options, shutdown).await;
+    Ok(())
+}
+
+/// `router` behind the `Host`/`Origin`/`Content-Type` rules, with CORS for
+/// the allowed origins and the body limits of `options`.
+///
+/// # Errors
+/// An `allow_origins` entry that is not an origin.
+pub fn guarded(router: Router, options: &HttpOptions) -> Result<Router, String> {
+    let policy = rules::EdgePolicy::new(&options.allow_origins, &options.allow_hosts)?;
+    let mut router = router.layer(Extension(body::BodyGate::new(
+        options.body_read_timeout,
+        options.max_buffered_body_bytes,
+    )));
+    if let Some(cors) = policy.cors() {
+        router = router.layer(cors);
+    }
+    Ok(router.layer(axum::middleware::from_fn_with_state(
+        Arc::new(policy),
+        rules::guard,
+    )))
+}

@@ -1,0 +1,268 @@
+//! Several code-runner workers on one engine.
+//!
+//! The engine gives each function id one owner, so a deployment of N workers
+//! is addressed two ways:
+//!
+//! - **Shared ids** (`code-runner::run`, `::register_function`, `::teardown`):
+//!   every worker registers them; the engine keeps the first and refuses the
+//!   rest. The owner is the *front*: it routes. When it goes away, the others
+//!   notice the id is free and register it again ([`claim_shared`]).
+//! - **Worker-scoped ids** (`code-runner@<worker>::run`, …): each worker
+//!   registers its own; they always run locally, never route again.
+//!
+//! Routing, on whichever worker a shared call lands:
+//! - a `runtime_id` names the worker that minted it (`rt_<worker>_<secret>`),
+//!   so runs and teardowns on a kept runtime go to that worker;
+//! - a namespace lives where its functions are registered: `register_function`
+//!   and `teardown {namespace}` go to the worker that holds the namespace
+//!   (found in `engine::functions::list`), a new namespace stays local;
+//! - a one-shot run goes round-robin over the live workers (this one
+//!   included), and a worker at capacity passes it on to the next;
+//! - a guest's own call (its `iii.trigger` of `code-runner::run`) stays on
+//!   its worker, charged to the calling runtime.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::bus::names::{REGISTER_FUNCTION, RUN, TEARDOWN};
+use crate::bus::{CallError, Caller, FUNCTION_NOT_FOUND, Function, Handler};
+use crate::edge::iii::{Delivery, EngineLink};
+use crate::worker::Inner;
+
+/// The shared ids a front routes.
+pub(crate) const SHARED: [&str; 3] = [RUN, REGISTER_FUNCTION, TEARDOWN];
+
+/// How long a peer list read from the engine stays fresh.
+const PEERS_FRESH: Duration = Duration::from_secs(2);
+
+/// Extra time a forwarded call may take beyond the run's own budget.
+const FORWARD_MARGIN: Duration = Duration::from_secs(15);
+
+/// `code-runner@<worker>::<op>`, the scoped twin of shared id `shared`.
+pub fn scoped_id(worker: &str, shared: &str) -> String {
+    let op = shared.strip_prefix("code-runner::").unwrap_or(shared);
+    format!("code-runner@{worker}::{op}")
+}
+
+/// The worker a scoped id belongs to, for `code-runner@<worker>::run`.
+fn scoped_worker(id: &str) -> Option<&str> {
+    id.strip_prefix("code-runner@")?.strip_suffix("::run")
+}
+
+/// The worker that minted `runtime_id` (`rt_<worker>_<secret>`, the secret
+/// being the last 32 characters), if it says: a standalone id has no worker.
+pub fn minted_by(runtime_id: &str) -> Option<&str> {
+    let body = runtime_id.strip_prefix("rt_")?;
+    let split = body.len().checked_sub(crate::ids::SECRET_CHARS + 1)?;
+    let (worker, rest) = (body.get(..split)?, body.get(split..)?);
+    (rest.starts_with('_') && !worker.is_empty()).then_some(worker)
+}
+
+/// The routing state of one worker.
+pub(crate) struct Router {
+    next: AtomicUsize,
+    peers: std::sync::Mutex<Option<(Instant, Vec<String>)>>,
+}
+
+impl Router {
+    pub(crate) fn new() -> Router {
+        Router {
+            next: AtomicUsize::new(0),
+            peers: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The live workers, sorted (this one included once its scoped id is up).
+    async fn peers(&self, link: &EngineLink) -> Vec<String> {
+        if let Some((at, peers)) = &*self.peers.lock().unwrap_or_else(|p| p.into_inner())
+            && at.elapsed() < PEERS_FRESH
+        {
+            return peers.clone();
+        }
+        let listed = list_functions(link).await.unwrap_or(Value::Null);
+        let mut peers: Vec<String> = listed["functions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f["function_id"].as_str())
+            .filter_map(scoped_worker)
+            .map(str::to_string)
+            .collect();
+        peers.sort();
+        peers.dedup();
+        if !peers.iter().any(|p| p == link.worker_name()) {
+            peers.push(link.worker_name().to_string());
+        }
+        *self.peers.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((Instant::now(), peers.clone()));
+        peers
+    }
+
+    /// The worker whose functions hold `namespace`, if another one does.
+    async fn namespace_holder(&self, link: &EngineLink, namespace: &str) -> Option<String> {
+        let prefix = format!("{}::", namespace.trim_end_matches("::"));
+        let listed = list_functions(link).await.ok()?;
+        listed["functions"]
+            .as_array()?
+            .iter()
+            .find(|f| {
+                f["function_id"]
+                    .as_str()
+                    .is_some_and(|id| id.starts_with(&prefix))
+            })
+            .and_then(|f| f["worker_name"].as_str())
+            .filter(|owner| *owner != link.worker_name())
+            .map(str::to_string)
+    }
+}
+
+/// Every function the engine lists (`engine::functions::list`), from all its workers.
+async fn list_functions(link: &EngineLink) -> Result<Value, CallError> {
+    link.trigger(
+        "engine::functions::list",
+        json!({}),
+        Duration::from_secs(5),
+        Delivery::Call,
+    )
+    .await
+}
+
+/// Wraps the bus's shared functions with routing and adds the scoped twins.
+pub(crate) fn install(inner: &Arc<Inner>, link: &EngineLink) {
+    for shared in SHARED {
+        let Some(local) = inner.bus.get(shared) else {
+            continue;
+        };
+        inner
+            .bus
+            .register(&scoped_id(link.worker_name(), shared), local.clone());
+        let routed = Function {
+            handler: routed_handler(shared, local.handler.clone(), Arc::downgrade(inner)),
+            ..local
+        };
+        inner.bus.register(shared, routed);
+    }
+}
+
+fn routed_handler(shared: &'static str, local: Handler, inner: std::sync::Weak<Inner>) -> Handler {
+    Arc::new(move |payload: Value, caller: Caller| {
+        let (local, inner) = (local.clone(), inner.clone());
+        Box::pin(async move {
+            let link = inner
+                .upgrade()
+                .and_then(|inner| Some((inner.engine_link.get()?.clone(), inner)));
+            match link {
+                // A guest's own call stays here, charged to its runtime.
+                Some((link, inner)) if caller.guest.is_none() => {
+                    route(shared, &inner, &link, local, payload).await
+                }
+                _ => local(payload, caller).await,
+            }
+        })
+    })
+}
+
+/// Where a shared call goes: this worker's own function, or a peer's scoped twin.
+async fn route(
+    shared: &str,
+    inner: &Arc<Inner>,
+    link: &Arc<EngineLink>,
+    local: Handler,
+    payload: Value,
+) -> Result<Value, CallError> {
+    let me = link.worker_name();
+    let budget = Duration::from_millis(inner.config().max_timeout_ms) + FORWARD_MARGIN;
+    let forward = |worker: String, payload: Value| async move {
+        link.trigger(&scoped_id(&worker, shared), payload, budget, Delivery::Call)
+            .await
+    };
+    let owner = payload["runtime_id"]
+        .as_str()
+        .and_then(minted_by)
+        .map(str::to_string);
+    if let Some(owner) = owner {
+        if owner == me || !link.connected() {
+            return local(payload, Caller::host()).await;
+        }
+        return forward(owner.clone(), payload)
+            .await
+            .map_err(|err| match passes_on(&err) && err.code != code_runner_core::ErrorCode::Capacity.as_str() {
+                // The worker that held it is gone, and its runtimes with it.
+                true => code_runner_core::RunnerError::new(
+                    code_runner_core::ErrorCode::Expired,
+                    format!("worker {owner}, which held this runtime, has left the engine; start a new runtime"),
+                )
+                .into(),
+                false => err,
+            });
+    }
+    let namespace = match shared {
+        REGISTER_FUNCTION => payload["function_id"]
+            .as_str()
+            .and_then(|id| id.split_once("::"))
+            .map(|(ns, _)| ns.to_string()),
+        TEARDOWN => payload["namespace"].as_str().map(str::to_string),
+        _ => None,
+    };
+    if let Some(namespace) = namespace {
+        if link.connected()
+            && let Some(holder) = link.router.namespace_holder(link, &namespace).await
+        {
+            return forward(holder, payload).await;
+        }
+        return local(payload, Caller::host()).await;
+    }
+    if shared != RUN || !link.connected() {
+        return local(payload, Caller::host()).await;
+    }
+    // A one-shot or new kept run: round-robin, passing on at capacity.
+    let peers = link.router.peers(link).await;
+    let start = link.router.next.fetch_add(1, Ordering::Relaxed);
+    let mut last = None;
+    for i in 0..peers.len() {
+        let peer = &peers[(start + i) % peers.len()];
+        let answer = if peer == me {
+            local.clone()(payload.clone(), Caller::host()).await
+        } else {
+            forward(peer.clone(), payload.clone()).await
+        };
+        match answer {
+            Err(err) if passes_on(&err) => last = Some(err),
+            other => return other,
+        }
+    }
+    match last {
+        Some(err) => Err(err),
+        None => local(payload, Caller::host()).await,
+    }
+}
+
+/// Errors after which a one-shot run may try the next worker: that one was
+/// full, or gone between the peer list and the call.
+fn passes_on(err: &CallError) -> bool {
+    err.code == code_runner_core::ErrorCode::Capacity.as_str()
+        || err.code.eq_ignore_ascii_case(FUNCTION_NOT_FOUND)
+        || err.code.eq_ignore_ascii_case("not_found")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ids name their worker and scoped ids their op, and both parse back.
+    #[test]
+    fn ids_route_to_their_worker() {
+        assert_eq!(scoped_id("box1", RUN), "code-runner@box1::run");
+        assert_eq!(scoped_worker("code-runner@box1::run"), Some("box1"));
+        assert_eq!(scoped_worker("code-runner@box1::teardown"), None);
+        let secret = "A".repeat(32);
+        assert_eq!(minted_by(&format!("rt_box_1_{secret}")), Some("box_1"));
+        assert_eq!(minted_by(&format!("rt_{secret}")), None);
+        assert_eq!(minted_by(&format!("rt__{secret}")), None);
+        assert_eq!(minted_by("rt_short"), None);
+        assert_eq!(minted_by("rt_ü_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"), None);
+    }
+}

@@ -1,0 +1,154 @@
+//! The guest's `iii` global: `trigger`, `namespace` and, for node,
+//! `registerFunction`.
+//!
+//! One implementation serves every engine: an engine only sees a
+//! [`BindingNamespace`]. Every guest bus call passes the bus bridge
+//! ([`crate::bus::bridge`]) before dispatch and carries its runtime as the
+//! [`Caller`], so what it starts is charged to it and ends with it.
+//!
+//! [`trigger`] is `iii.trigger` (calls out, bounded per turn);
+//! [`register`] is node's `iii.registerFunction` (publishes for the runtime's life).
+
+mod register;
+mod trigger;
+
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Weak};
+
+use code_runner_core::{AbortSignal, BindingError, BindingNamespace, Bindings, Lang, RunnerError};
+use serde_json::Value;
+
+use crate::bus::catalog::Owner;
+use crate::ids::RuntimeKey;
+use crate::worker::Inner;
+use register::register_from_guest;
+use trigger::trigger;
+
+/// What the guest's `iii` knows about the runtime it runs in.
+#[derive(Debug, Clone)]
+pub(crate) struct GuestContext {
+    /// The runtime's lineage key.
+    pub key: RuntimeKey,
+    /// The root of its lineage.
+    pub root: RuntimeKey,
+    /// Its language.
+    pub lang: Lang,
+    /// The namespace it serves (a namespace runtime), else `None`.
+    pub namespace: Option<String>,
+    /// What `iii.namespace` is: the namespace it serves, or a plain
+    /// runtime's own (reserved for it while it lives, see [`crate::runtimes::lineage`]).
+    pub iii_namespace: String,
+    /// Fires when the turn (or call) these bindings serve answers; what its
+    /// guest code starts is chained to it, so it ends then too.
+    pub scope: AbortSignal,
+}
+
+impl GuestContext {
+    /// The context of the live runtime `key`, a namespace runtime of
+    /// `namespace` or (`None`) a plain runtime, whose `iii.namespace` is its
+    /// own: the same string every turn, for as long as it lives.
+    pub fn of(inner: &Inner, key: RuntimeKey, lang: Lang, namespace: Option<String>) -> Self {
+        let iii_namespace = namespace
+            .clone()
+            .or_else(|| inner.lineage.own_namespace(key))
+            .unwrap_or_default();
+        GuestContext {
+            key,
+            root: inner.lineage.root(key).unwrap_or(key),
+            lang,
+            namespace,
+            iii_namespace,
+            scope: AbortSignal::new(),
+        }
+    }
+
+    /// The same context for a turn that ends with `scope` (fired by
+    /// whoever started the turn, or by the turn's own end).
+    #[must_use]
+    pub fn within(mut self, scope: AbortSignal) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// Who owns what this runtime publishes.
+    pub fn owner(&self) -> Owner {
+        match &self.namespace {
+            Some(namespace) => Owner::Namespace {
+                namespace: namespace.clone(),
+                lang: self.lang,
+            },
+            None => Owner::Runtime(self.key),
+        }
+    }
+}
+
+/// The `iii` shape a pooled runtime's warm-up turn installs, so an engine
+/// that sets bindings up once per shape (node) has done it before a run
+/// takes the runtime. The warm-up program is empty: nothing here is called,
+/// and its `iii.namespace` (empty) is never seen: the run that takes the
+/// runtime brings the runtime's own, so node installs its bindings once
+/// more on that first turn (and not again on a kept runtime's later turns,
+/// whose namespace stays the same).
+pub(crate) fn warm_up_bindings(lang: Lang) -> Bindings {
+    let key = RuntimeKey::PLACEHOLDER;
+    bindings(
+        Weak::new(),
+        GuestContext {
+            key,
+            root: key,
+            lang,
+            namespace: None,
+            iii_namespace: String::new(),
+            scope: AbortSignal::new(),
+        },
+    )
+    .bindings
+}
+
+/// The guest's `iii` for one call, and the signal that ends what its guest
+/// code starts: the turn's own abort signal (a bounded runtime fires it
+/// when the turn answers), or fired by the caller after a call of several
+/// turns.
+#[derive(Clone)]
+pub(crate) struct GuestBindings {
+    /// The binding namespaces.
+    pub bindings: Bindings,
+    /// The context's scope.
+    pub scope: AbortSignal,
+}
+
+impl std::ops::Deref for GuestBindings {
+    type Target = Bindings;
+
+    fn deref(&self) -> &Bindings {
+        &self.bindings
+    }
+}
+
+/// The guest's `iii` for a turn on the runtime described by `ctx`.
+pub(crate) fn bindings(inner: Weak<Inner>, ctx: GuestContext) -> GuestBindings {
+    let scope = ctx.scope.clone();
+    let ctx = Arc::new(ctx);
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let namespace = Value::String(ctx.iii_namespace.clone());
+    let mut iii = BindingNamespace::new("iii")
+        .function("trigger", {
+            let (inner, ctx) = (inner.clone(), ctx.clone());
+            move |args, call| trigger(inner.clone(), ctx.clone(), in_flight.clone(), args, call)
+        })
+        .value("namespace", namespace)
+        .error_class("IIIError", "member");
+    if ctx.lang == Lang::Node {
+        iii = iii.registrar("registerFunction", move |args, _call| {
+            register_from_guest(inner.clone(), ctx.clone(), args)
+        });
+    }
+    GuestBindings {
+        bindings: Bindings::new(vec![iii]).unwrap_or_default(),
+        scope,
+    }
+}
+
+fn binding_error(err: RunnerError) -> BindingError {
+    BindingError::from(err)
+}

@@ -1,0 +1,230 @@
+//! `code-runner::inject-guidance`: the agent harness's `pre_generate` hook.
+//!
+//! It appends our usage guidance (`guidance.md`, with the caps and timeouts
+//! in force) to the system prompt. Hooks re-run on redelivered steps, so it is
+//! idempotent: the guidance sits between fixed tags, and a prompt that
+//! already carries it gets it refreshed in place (when a cap changed) or is
+//! left alone. A payload it cannot read, or `inject_guidance: false`, gets
+//! the no-op answer `{"mutations": {}}`: a failing `pre_*` hook would fail
+//! the agent's turn.
+
+use std::sync::Arc;
+
+use code_runner_core::Config;
+use code_runner_core::wire::schema_of;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::bus::Function;
+use crate::bus::names::INJECT_GUIDANCE;
+use crate::worker::{Inner, handler};
+
+/// The guidance, with `{key}` placeholders for configuration values.
+const TEMPLATE: &str = include_str!("guidance.md");
+/// Opens the guidance block; how a prompt that already carries it is recognised.
+const BEGIN: &str = "<code-runner-guidance>";
+/// Closes the guidance block.
+const END: &str = "</code-runner-guidance>";
+
+// The hook's wire types are crate-private so that only the descriptions the
+// contract's schemas carry appear in them (schemars turns doc comments into
+// descriptions, and a described `$ref` into an `allOf`).
+
+// The slice of the `pre_generate` hook envelope this hook reads.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(
+    title = "PreGenerateEvent",
+    description = "The part of the `pre_generate` hook envelope this hook reads; every other field is ignored."
+)]
+pub(crate) struct PreGenerateEvent {
+    #[serde(default)]
+    generate: GenerateContext,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub(crate) struct GenerateContext {
+    /// The system prompt as assembled so far (the base plus earlier hooks' mutations).
+    #[serde(default)]
+    system_prompt: String,
+}
+
+// The hook's answer: the mutations the harness applies to the generation.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(
+    title = "PreGenerateResponse",
+    description = "The hook's answer to the harness: mutations to apply to the generation."
+)]
+pub(crate) struct PreGenerateResponse {
+    mutations: PreGenerateMutations,
+}
+
+/// The harness applies `system_prompt` only when present, so an absent one
+/// (`{}`) is the no-op that keeps the prompt the harness assembled.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub(crate) struct PreGenerateMutations {
+    /// The whole new system prompt (the old one plus our guidance): the harness replaces, it does not merge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system_prompt: Option<String>,
+}
+
+/// Registers the hook on the bus (internal: the harness calls it, people do not).
+pub(crate) fn register(inner: &Arc<Inner>) {
+    inner.bus.register(
+        INJECT_GUIDANCE,
+        Function::new(
+            "Internal pre_generate hook: appends code-runner's usage guidance (run, keep, register, teardown, output caps) to an agent's system prompt, once. Bound to the harness's pre-generate hook, not called directly. inject_guidance: false in the code-runner configuration turns it into a no-op.",
+            schema_of::<PreGenerateEvent>(),
+            schema_of::<PreGenerateResponse>(),
+            handler(inner, |inner, payload| async move { Ok(hook(&inner.config(), payload)) }),
+        )
+        .internal(),
+    );
+}
+
+/// The hook's answer to `payload` under `config`.
+fn hook(config: &Config, payload: Value) -> Value {
+    let no_op = PreGenerateMutations::default();
+    let mutations = if !config.inject_guidance {
+        no_op
+    } else {
+        match serde_json::from_value::<PreGenerateEvent>(payload) {
+            Ok(event) => PreGenerateMutations {
+                system_prompt: inject(&event.generate.system_prompt, &render(config)),
+            },
+            Err(err) => {
+                tracing::warn!("{INJECT_GUIDANCE}: unreadable payload ({err}); prompt left as is");
+                no_op
+            }
+        }
+    };
+    serde_json::to_value(PreGenerateResponse { mutations }).unwrap_or(Value::Null)
+}
+
+/// The guidance block with the configuration's numbers filled in.
+pub fn render(config: &Config) -> String {
+    let cap = |bytes: u64| match bytes {
+        0 => "its cap (none is set now)".to_string(),
+        bytes => format!("{bytes} bytes"),
+    };
+    TEMPLATE
+        .replace("{max_result_bytes}", &cap(config.max_result_bytes))
+        .replace("{max_stream_bytes}", &cap(config.max_stream_bytes))
+        .replace(
+            "{default_timeout_ms}",
+            &config.default_timeout_ms.to_string(),
+        )
+        .replace("{max_timeout_ms}", &config.max_timeout_ms.to_string())
+        .trim_end()
+        .to_string()
+}
+
+/// `prompt` with `block` appended, or refreshed in place when the prompt
+/// already carries a guidance block; `None` when it already carries this one.
+fn inject(prompt: &str, block: &str) -> Option<String> {
+    if let Some(start) = prompt.find(BEGIN)
+        && let Some(len) = prompt[start..].find(END).map(|end| end + END.len())
+    {
+        let (before, present, after) = (
+            &prompt[..start],
+            &prompt[start..start + len],
+            &prompt[start + len..],
+        );
+        if present == block {
+            return None;
+        }
+        return Some(format!("{before}{block}{after}"));
+    }
+    if prompt.is_empty() {
+        Some(block.to_string())
+    } else {
+        Some(format!("{prompt}\n\n{block}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn prompt_after(config: &Config, prompt: &str) -> Value {
+        hook(config, json!({"generate": {"system_prompt": prompt}}))
+    }
+
+    /// The guidance is appended after the prompt, whole, with the caps in force.
+    #[test]
+    fn guidance_is_appended_with_the_caps_in_force() {
+        let config = Config {
+            max_stream_bytes: 100,
+            ..Config::default()
+        };
+        let answer = prompt_after(&config, "You are helpful.");
+        let prompt = answer["mutations"]["system_prompt"].as_str().unwrap();
+        assert!(
+            prompt.starts_with("You are helpful.\n\n<code-runner-guidance>"),
+            "{prompt}"
+        );
+        assert!(prompt.ends_with("</code-runner-guidance>"), "{prompt}");
+        assert!(prompt.contains("over 100 bytes each"), "{prompt}");
+        assert!(prompt.contains("over 32768 bytes is replaced"), "{prompt}");
+        assert!(
+            !prompt.contains("_ms}") && !prompt.contains("_bytes}"),
+            "{prompt}"
+        );
+    }
+
+    /// A redelivered step does not get the guidance twice.
+    #[test]
+    fn a_prompt_with_the_guidance_is_left_alone() {
+        let config = Config::default();
+        let once = prompt_after(&config, "base");
+        let prompt = once["mutations"]["system_prompt"].as_str().unwrap();
+        assert_eq!(prompt_after(&config, prompt), json!({"mutations": {}}));
+    }
+
+    /// A changed cap refreshes the block in place instead of adding a second one.
+    #[test]
+    fn a_stale_block_is_replaced_in_place() {
+        let old = prompt_after(&Config::default(), "base");
+        let old = format!(
+            "{} and after",
+            old["mutations"]["system_prompt"].as_str().unwrap()
+        );
+        let config = Config {
+            max_result_bytes: 0,
+            ..Config::default()
+        };
+        let new = prompt_after(&config, &old);
+        let new = new["mutations"]["system_prompt"].as_str().unwrap();
+        assert_eq!(new.matches(BEGIN).count(), 1, "{new}");
+        assert!(new.starts_with("base\n\n<code-runner-guidance>"), "{new}");
+        assert!(new.ends_with("</code-runner-guidance> and after"), "{new}");
+        assert!(new.contains("none is set now"), "{new}");
+    }
+
+    /// Off means the no-op; so does a payload the hook cannot read.
+    #[test]
+    fn off_or_unreadable_is_the_no_op() {
+        let off = Config {
+            inject_guidance: false,
+            ..Config::default()
+        };
+        assert_eq!(prompt_after(&off, "base"), json!({"mutations": {}}));
+        let on = Config::default();
+        assert_eq!(
+            hook(&on, json!({"generate": {"system_prompt": 5}})),
+            json!({"mutations": {}})
+        );
+        assert_eq!(hook(&on, json!("junk")), json!({"mutations": {}}));
+        let empty = hook(
+            &on,
+            json!({"_caller_worker_id": "w", "point": "pre_generate"}),
+        );
+        assert!(
+            empty["mutations"]["system_prompt"]
+                .as_str()
+                .unwrap()
+                .starts_with(BEGIN)
+        );
+    }
+}

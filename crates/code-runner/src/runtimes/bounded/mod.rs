@@ -1,0 +1,187 @@
+//! The worker's outer bound on a turn: an engine that does not answer a
+//! turn some time after its deadline has lost that runtime.
+//!
+//! Engines stop their own turns at the deadline; this is the backstop for
+//! when one fails to (a guest that caught the engine's own code in a loop).
+//! Every runtime a run, a registration or a call of a published function
+//! uses is a [`Bounded`] ([`attach`]): a turn still unanswered
+//! [`TURN_GRACE`] past its deadline answers `code-runner::timeout`, its
+//! runtime is discarded (closed in the background, never awaited by a
+//! caller) and the worker lets go of it ([`discard`]: a kept id then
+//! answers `code-runner::expired`, a namespace loses its runtime and its
+//! functions), so its slot is free again. A thread stuck in a loop costs a
+//! core until the engine's close stops it; it holds no slot and no request.
+//!
+//! A turn's [`AbortSignal`] also fires when the turn answers, so whatever
+//! its guest code started on its behalf (nested runs, chained to it with
+//! [`AbortSignal::child`]) ends with it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use code_runner_core::caps::{Stream, StreamBuffer};
+use code_runner_core::{BoxFuture, Fault, Lang, Runtime, Task, TurnEnding, TurnOutcome, TurnSpec};
+
+use crate::ids::RuntimeKey;
+use crate::worker::Inner;
+
+/// How long past its deadline a turn may go unanswered before the worker
+/// gives its runtime up.
+pub const TURN_GRACE: Duration = Duration::from_secs(2);
+
+/// Runs `turn` on `runtime` and waits at most its timeout plus
+/// [`TURN_GRACE`]; `None` when no answer came (the turn's abort signal has
+/// been fired). The turn's signal fires when it answers, too.
+pub(crate) async fn run_within(runtime: &dyn Runtime, turn: TurnSpec) -> Option<TurnOutcome> {
+    let (bound, abort) = (turn.timeout.saturating_add(TURN_GRACE), turn.abort.clone());
+    let answer = tokio::time::timeout(bound, runtime.run(turn)).await.ok();
+    abort.abort();
+    answer
+}
+
+/// Closes `runtime` as its own task and waits for it at most [`TURN_GRACE`];
+/// whether it closed in time (if not, the close goes on in the background).
+pub(crate) async fn close_within(runtime: Arc<dyn Runtime>) -> bool {
+    let closing = tokio::spawn(async move { runtime.close().await });
+    tokio::time::timeout(TURN_GRACE, closing).await.is_ok()
+}
+
+/// A runtime whose turns are bounded, and which is given up when one is not answered.
+pub(crate) struct Bounded {
+    runtime: Arc<dyn Runtime>,
+    lost: AtomicBool,
+    /// Turns that the engine runs one at a time wait here, so a turn's
+    /// bound starts when its turn does, not while it waits behind another.
+    order: tokio::sync::Mutex<()>,
+    on_lost: Box<dyn Fn() + Send + Sync>,
+}
+
+impl Bounded {
+    /// Bounds `runtime`; `on_lost` runs once if it is given up.
+    pub(crate) fn new(
+        runtime: Arc<dyn Runtime>,
+        on_lost: impl Fn() + Send + Sync + 'static,
+    ) -> Arc<Bounded> {
+        Arc::new(Bounded {
+            runtime,
+            lost: AtomicBool::new(false),
+            order: tokio::sync::Mutex::new(()),
+            on_lost: Box::new(on_lost),
+        })
+    }
+
+    /// Whether the engine runs `task` after the runtime's other turns: python
+    /// runs everything in order; node orders programs and definitions and
+    /// runs a call of a handler beside them (a program may call its own
+    /// runtime's handler and wait for it).
+    fn ordered(&self, task: &Task) -> bool {
+        self.runtime.lang() == Lang::Python || !matches!(task, Task::Invoke { .. })
+    }
+
+    /// Gives the runtime up: closes it in the background and tells the worker.
+    fn lose(&self) {
+        if self.lost.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        tracing::warn!(
+            lang = %self.runtime.lang(),
+            "a turn was not answered {} s after its deadline; its runtime is discarded",
+            TURN_GRACE.as_secs()
+        );
+        let runtime = self.runtime.clone();
+        tokio::spawn(async move { runtime.close().await });
+        (self.on_lost)();
+    }
+}
+
+impl Runtime for Bounded {
+    fn lang(&self) -> Lang {
+        self.runtime.lang()
+    }
+
+    fn run(&self, turn: TurnSpec) -> BoxFuture<'_, TurnOutcome> {
+        Box::pin(async move {
+            let cap = turn.max_stream_bytes;
+            let _turn = match self.ordered(&turn.task) {
+                true => Some(self.order.lock().await),
+                false => None,
+            };
+            if self.lost.load(Ordering::SeqCst) {
+                turn.abort.abort();
+                return outcome(cap, Fault::Aborted);
+            }
+            let budget = turn.timeout;
+            match run_within(self.runtime.as_ref(), turn).await {
+                Some(outcome) => outcome,
+                None => {
+                    self.lose();
+                    outcome(cap, Fault::Timeout { budget })
+                }
+            }
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if self.lost.load(Ordering::SeqCst) {
+                return;
+            }
+            if !close_within(self.runtime.clone()).await {
+                self.lost.store(true, Ordering::SeqCst);
+                tracing::warn!(
+                    lang = %self.runtime.lang(),
+                    "a runtime did not close within {} s; it goes on closing in the background",
+                    TURN_GRACE.as_secs()
+                );
+            }
+        })
+    }
+}
+
+/// An outcome with no output.
+fn outcome(cap: Option<usize>, fault: Fault) -> TurnOutcome {
+    TurnOutcome {
+        stdout: StreamBuffer::new(Stream::Stdout, cap),
+        stderr: StreamBuffer::new(Stream::Stderr, cap),
+        ending: TurnEnding::Faulted(fault),
+        denied: false,
+    }
+}
+
+/// Bounds `runtime`, the runtime behind lineage key `key`, and records it
+/// there; the worker uses what this returns from then on.
+pub(crate) fn attach(
+    inner: &Arc<Inner>,
+    key: RuntimeKey,
+    runtime: Arc<dyn Runtime>,
+) -> Arc<dyn Runtime> {
+    let weak = Arc::downgrade(inner);
+    let bounded: Arc<dyn Runtime> = Bounded::new(runtime, move || {
+        if let Some(inner) = weak.upgrade() {
+            tokio::spawn(discard(inner, key));
+        }
+    });
+    inner.lineage.attach(key, bounded.clone());
+    bounded
+}
+
+/// Lets go of the runtime behind `key`, which was given up: a kept runtime
+/// leaves the registry (its id answers `code-runner::expired`), a namespace
+/// runtime leaves its namespace (its functions are unregistered), and what
+/// it published or started goes with it. A runtime in its first call is
+/// closed and retired by that call.
+async fn discard(inner: Arc<Inner>, key: RuntimeKey) {
+    if let Some(kept) = inner.registry.take_by_key(key) {
+        kept.runtime.close().await;
+        tracing::warn!("a kept runtime was discarded; its id now answers expired");
+    } else if let Some(ids) = crate::ops::namespaces::discard(&inner, key).await {
+        tracing::warn!(functions = ?ids, "a namespace runtime was discarded; its functions were unregistered");
+    } else {
+        return;
+    }
+    crate::ops::retire::retire(&inner, key).await;
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,179 @@
+//! The worker's engines: python (wasmtime) and node (V8), each with its warm
+//! pool, and the per-runtime options the configuration gives them.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use code_runner_core::{Config, DEFAULT_MEMORY_MB, Engine, Lang, RunnerError, RuntimeOptions};
+use serde_json::{Value, json};
+
+use crate::ids::new_dir_name;
+use crate::runtimes::pool::WarmPool;
+use crate::runtimes::workdir::WorkDir;
+
+/// The binding namespace the node engine attaches `iii.files` to.
+pub const FILES_NAMESPACE: &str = "iii";
+
+/// Both engines (or why one is unavailable) and their warm pools.
+pub struct Engines {
+    python: Result<Arc<dyn Engine>, String>,
+    node: Result<Arc<dyn Engine>, String>,
+    node_pool: Option<Arc<WarmPool>>,
+    runtimes_dir: PathBuf,
+    scratch_root: Option<PathBuf>,
+}
+
+impl Engines {
+    /// Loads both engines off the async threads and starts filling their pools.
+    /// A missing engine is not fatal: its runs answer `code-runner::engine`.
+    ///
+    /// # Errors
+    /// `code-runner::engine` when a loader task panicked.
+    pub async fn load(
+        config: &Config,
+        python_dir: Option<PathBuf>,
+        runtimes_dir: PathBuf,
+        warm_pool: bool,
+    ) -> Result<Engines, RunnerError> {
+        let dir = python_dir.unwrap_or_else(code_runner_python::default_snapshot_dir);
+        let limits = code_runner_python::EngineLimits {
+            max_runtimes: config.max_runtimes,
+            max_memory_mb: config.max_memory_mb,
+        };
+        let python = tokio::task::spawn_blocking(move || {
+            code_runner_python::PythonEngine::load(&dir, limits)
+        })
+        .await
+        .map_err(|err| RunnerError::engine(format!("python engine loader panicked: {err}")))?
+        .map(|engine| Arc::new(engine) as Arc<dyn Engine>)
+        .map_err(|err| err.to_string());
+        let node = tokio::task::spawn_blocking(code_runner_v8::V8Engine::new)
+            .await
+            .map_err(|err| RunnerError::engine(format!("node engine loader panicked: {err}")))?
+            .map(|engine| Arc::new(engine.files_namespace(FILES_NAMESPACE)) as Arc<dyn Engine>)
+            .map_err(|err| err.to_string());
+        for (lang, engine) in [(Lang::Python, &python), (Lang::Node, &node)] {
+            if let Err(message) = engine {
+                tracing::warn!("{lang} engine unavailable: {message}");
+            }
+        }
+        let mut engines = Engines {
+            python,
+            node,
+            node_pool: None,
+            runtimes_dir,
+            scratch_root: config.scratch_root.clone(),
+        };
+        // Python instantiates its snapshot per run (about a millisecond, no
+        // boot to hide), so only node keeps booted runtimes ready.
+        if warm_pool
+            && config.warm_pool > 0
+            && let Ok(engine) = engines.engine(Lang::Node)
+        {
+            let template = engines.runtime_options(
+                config,
+                Lang::Node,
+                DEFAULT_MEMORY_MB.min(config.max_memory_mb),
+                PathBuf::new(),
+            );
+            let pool = WarmPool::new(
+                engine,
+                template,
+                crate::ops::guest::warm_up_bindings(Lang::Node),
+                config.warm_pool,
+                engines.dir_root(Lang::Node),
+            );
+            pool.refill();
+            engines.node_pool = Some(pool);
+        }
+        Ok(engines)
+    }
+
+    /// The engine of `lang`.
+    ///
+    /// # Errors
+    /// `code-runner::engine` saying why it is unavailable.
+    pub fn engine(&self, lang: Lang) -> Result<Arc<dyn Engine>, RunnerError> {
+        match lang {
+            Lang::Python => self.python.clone(),
+            Lang::Node => self.node.clone(),
+        }
+        .map_err(RunnerError::engine)
+    }
+
+    /// The warm pool of `lang`, if it has one.
+    pub fn pool(&self, lang: Lang) -> Option<&Arc<WarmPool>> {
+        match lang {
+            Lang::Python => None,
+            Lang::Node => self.node_pool.as_ref(),
+        }
+    }
+
+    /// Where `lang`'s runtime directories live: node's under `scratch_root`
+    /// when it is set, everything else under `<data-dir>/runtimes`.
+    fn dir_root(&self, lang: Lang) -> PathBuf {
+        match (lang, &self.scratch_root) {
+            (Lang::Node, Some(root)) => root.clone(),
+            _ => self.runtimes_dir.clone(),
+        }
+    }
+
+    /// A fresh directory for a runtime of `lang`: created (0700) for
+    /// python's `/work`; for node only named, since the engine creates its
+    /// `iii.files` directory (0700) on the first write.
+    ///
+    /// # Errors
+    /// `code-runner::engine` when the directory cannot be created.
+    pub fn work_dir(&self, lang: Lang) -> Result<WorkDir, RunnerError> {
+        let path = self.dir_root(lang).join(new_dir_name());
+        match lang {
+            Lang::Python => WorkDir::create(path),
+            Lang::Node => Ok(WorkDir(path)),
+        }
+    }
+
+    /// The per-runtime options of a new runtime: `memory_mb` for python, the
+    /// configuration's heap, external and scratch limits for node, and the
+    /// result ceiling the engine hands over as a value.
+    pub fn runtime_options(
+        &self,
+        config: &Config,
+        lang: Lang,
+        memory_mb: u64,
+        work_dir: PathBuf,
+    ) -> RuntimeOptions {
+        let defaults = RuntimeOptions {
+            memory_mb,
+            work_dir,
+            max_result_bytes: config.output_caps().max_result_bytes,
+            ..RuntimeOptions::default()
+        };
+        match lang {
+            Lang::Python => defaults,
+            Lang::Node => RuntimeOptions {
+                heap_mb: config.heap_mb,
+                external_mb: config.external_mb,
+                // `scratch_mb: 0` disables iii.files (every write refused), never "no quota".
+                scratch_mb: (config.scratch_mb > 0).then_some(config.scratch_mb),
+                scratch_files: config.scratch_files,
+                ..defaults
+            },
+        }
+    }
+
+    /// Each engine's status, for `/healthz`.
+    pub fn health(&self) -> Value {
+        let status = |engine: &Result<Arc<dyn Engine>, String>| match engine {
+            Ok(_) => "ready".to_string(),
+            Err(message) => format!("unavailable: {message}"),
+        };
+        json!({ "python": status(&self.python), "node": status(&self.node) })
+    }
+
+    /// Closes every pooled runtime.
+    pub async fn drain(&self) {
+        if let Some(pool) = &self.node_pool {
+            pool.drain().await;
+        }
+    }
+}

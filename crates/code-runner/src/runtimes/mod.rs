@@ -1,0 +1,10 @@
+//! Engines and live runtimes: the warm pools, the registry of kept runtimes,
+//! their directories, their lineage and the outer bound on their turns. It
+//! knows no bus and no operation.
+
+pub(crate) mod bounded;
+pub(crate) mod engines;
+pub(crate) mod lineage;
+pub(crate) mod pool;
+pub(crate) mod registry;
+pub(crate) mod workdir;

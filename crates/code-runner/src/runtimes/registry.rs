@@ -1,0 +1,286 @@
+//! Live runtimes: slots, kept runtimes by id, idle reaping.
+//!
+//! One slot count covers every engine and every runtime, one-shot or kept:
+//! a runtime holds its [`Slot`] from boot to close.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use code_runner_core::{ErrorCode, Lang, RunnerError, Runtime};
+
+use crate::ids::RuntimeKey;
+use crate::ids::redact;
+
+/// How many reaped or torn-down ids are remembered to answer `expired`.
+const REMEMBERED_EXPIRED: usize = 65_536;
+
+/// A held runtime slot; dropping it frees the slot.
+#[derive(Debug)]
+pub struct Slot {
+    used: Arc<AtomicUsize>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.used.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+pub use crate::runtimes::workdir::WorkDir;
+
+/// A kept runtime.
+pub struct Kept {
+    /// Its language.
+    pub lang: Lang,
+    /// Its lineage key (what it published and started is filed under it).
+    pub key: RuntimeKey,
+    /// The engine runtime.
+    pub runtime: Arc<dyn Runtime>,
+    last_used: Mutex<Instant>,
+    busy: AtomicUsize,
+    dir: Mutex<Option<WorkDir>>,
+    _slot: Slot,
+}
+
+impl Kept {
+    /// Closes the runtime (its thread has exited when this returns), then
+    /// removes its directory off the async workers.
+    async fn close(&self) {
+        self.runtime.close().await;
+        let dir = self.dir.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(dir) = dir {
+            dir.remove().await;
+        }
+    }
+
+    /// Marks a call in progress; the reaper skips busy runtimes.
+    pub fn enter(self: &Arc<Self>) -> BusyGuard {
+        self.busy.fetch_add(1, Ordering::SeqCst);
+        BusyGuard(self.clone())
+    }
+}
+
+/// Ends a call on a kept runtime and refreshes its idle clock.
+pub struct BusyGuard(Arc<Kept>);
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        *self.0.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        self.0.busy.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The registry of live runtimes.
+#[derive(Default)]
+pub struct Registry {
+    used: Arc<AtomicUsize>,
+    kept: Mutex<HashMap<String, Arc<Kept>>>,
+    expired: Mutex<(HashSet<String>, VecDeque<String>)>,
+}
+
+impl Registry {
+    /// Takes a slot if fewer than `max` are in use.
+    ///
+    /// # Errors
+    /// `code-runner::capacity` when all `max` slots are taken.
+    pub fn acquire(&self, max: usize) -> Result<Slot, RunnerError> {
+        self.used
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| {
+                (used < max).then_some(used + 1)
+            })
+            .map_err(|used| {
+                RunnerError::new(
+                    ErrorCode::Capacity,
+                    format!(
+                        "all {used} runtime slots are in use (max_runtimes {max}); retry later"
+                    ),
+                )
+            })?;
+        Ok(Slot {
+            used: self.used.clone(),
+        })
+    }
+
+    /// Slots in use.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::SeqCst)
+    }
+
+    /// Kept runtimes.
+    pub fn kept_count(&self) -> usize {
+        self.lock_kept().len()
+    }
+
+    /// Keeps `runtime` (lineage key `key`) under `id`.
+    pub fn keep(
+        &self,
+        id: String,
+        lang: Lang,
+        key: RuntimeKey,
+        runtime: Arc<dyn Runtime>,
+        dir: WorkDir,
+        slot: Slot,
+    ) {
+        let kept = Kept {
+            lang,
+            key,
+            runtime,
+            last_used: Mutex::new(Instant::now()),
+            busy: AtomicUsize::new(0),
+            dir: Mutex::new(Some(dir)),
+            _slot: slot,
+        };
+        tracing::debug!(runtime = %redact(&id), "runtime kept");
+        self.lock_kept().insert(id, Arc::new(kept));
+    }
+
+    /// The kept runtime `id`.
+    ///
+    /// # Errors
+    /// `code-runner::expired` for a reaped or torn-down id,
+    /// `code-runner::runtime_not_found` for one never issued.
+    pub fn get(&self, id: &str) -> Result<Arc<Kept>, RunnerError> {
+        if let Some(kept) = self.lock_kept().get(id) {
+            return Ok(kept.clone());
+        }
+        Err(self.missing(id))
+    }
+
+    fn missing(&self, id: &str) -> RunnerError {
+        if self.lock_expired().0.contains(id) {
+            RunnerError::new(
+                ErrorCode::Expired,
+                format!(
+                    "runtime {} was reaped or torn down; start a new one",
+                    redact(id)
+                ),
+            )
+        } else {
+            RunnerError::new(
+                ErrorCode::RuntimeNotFound,
+                format!("no runtime {}", redact(id)),
+            )
+        }
+    }
+
+    /// Removes `id`, closes its runtime (stopping a turn in flight) and frees
+    /// its slot; returns it, for the caller to retire what it published.
+    ///
+    /// # Errors
+    /// As [`Registry::get`].
+    pub async fn remove(&self, id: &str) -> Result<Arc<Kept>, RunnerError> {
+        let kept = self
+            .lock_kept()
+            .remove(id)
+            .ok_or_else(|| self.missing(id))?;
+        self.remember_expired(id);
+        kept.close().await;
+        tracing::debug!(runtime = %redact(id), "runtime torn down");
+        Ok(kept)
+    }
+
+    /// Removes the kept runtime whose lineage key is `key`, without closing it.
+    pub fn take_by_key(&self, key: RuntimeKey) -> Option<Arc<Kept>> {
+        let mut kept = self.lock_kept();
+        let id = kept.iter().find(|(_, k)| k.key == key)?.0.clone();
+        let found = kept.remove(&id);
+        drop(kept);
+        self.remember_expired(&id);
+        found
+    }
+
+    /// Marks a call in progress on the kept runtime `key`, if it is kept.
+    pub fn enter_by_key(&self, key: RuntimeKey) -> Option<BusyGuard> {
+        let kept = self.lock_kept().values().find(|k| k.key == key).cloned()?;
+        Some(kept.enter())
+    }
+
+    /// Closes every kept runtime idle for at least `ttl`; returns them.
+    pub async fn reap(&self, ttl: Duration) -> Vec<Arc<Kept>> {
+        let now = Instant::now();
+        let idle: Vec<(String, Arc<Kept>)> = {
+            let mut kept = self.lock_kept();
+            let ids: Vec<String> = kept
+                .iter()
+                .filter(|(_, k)| {
+                    k.busy.load(Ordering::SeqCst) == 0
+                        && now
+                            .duration_since(*k.last_used.lock().unwrap_or_else(|p| p.into_inner()))
+                            >= ttl
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| kept.remove(&id).map(|k| (id, k)))
+                .collect()
+        };
+        for (id, kept) in &idle {
+            self.remember_expired(id);
+            kept.close().await;
+            tracing::info!(runtime = %redact(id), "reaped idle runtime");
+        }
+        idle.into_iter().map(|(_, kept)| kept).collect()
+    }
+
+    /// Closes every kept runtime (shutdown); returns them.
+    pub async fn close_all(&self) -> Vec<Arc<Kept>> {
+        let all: Vec<Arc<Kept>> = self.lock_kept().drain().map(|(_, k)| k).collect();
+        for kept in &all {
+            kept.close().await;
+        }
+        all
+    }
+
+    fn remember_expired(&self, id: &str) {
+        let mut expired = self.lock_expired();
+        if expired.0.insert(id.to_string()) {
+            expired.1.push_back(id.to_string());
+        }
+        while expired.1.len() > REMEMBERED_EXPIRED {
+            if let Some(old) = expired.1.pop_front() {
+                expired.0.remove(&old);
+            }
+        }
+    }
+
+    fn lock_kept(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Kept>>> {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_expired(&self) -> std::sync::MutexGuard<'_, (HashSet<String>, VecDeque<String>)> {
+        self.expired.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One count for every runtime: the slot past `max` is refused, a freed one reused.
+    #[test]
+    fn slots_are_counted_and_freed() {
+        let registry = Registry::default();
+        let a = registry.acquire(2).unwrap();
+        let _b = registry.acquire(2).unwrap();
+        let err = registry.acquire(2).unwrap_err();
+        assert_eq!(err.code, ErrorCode::Capacity);
+        drop(a);
+        assert!(registry.acquire(2).is_ok());
+    }
+
+    /// Unknown ids and forgotten ids answer differently.
+    #[test]
+    fn missing_ids_are_not_found_or_expired() {
+        let registry = Registry::default();
+        assert_eq!(
+            registry.get("rt_nope").err().unwrap().code,
+            ErrorCode::RuntimeNotFound
+        );
+        registry.remember_expired("rt_oldoldoldold");
+        let err = registry.get("rt_oldoldoldold").err().unwrap();
+        assert_eq!(err.code, ErrorCode::Expired);
+        assert!(!err.message.contains("rt_oldoldoldold"), "{}", err.message);
+    }
+}

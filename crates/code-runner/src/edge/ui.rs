@@ -149,7 +149,7 @@ pub struct UiContentResult {
 /// # Errors
 /// `code-runner::invalid_request` for a payload without `path` or an unknown path.
 pub fn ui_content(payload: Value) -> Result<UiContentResult, RunnerError> {
-    let input: UiContentInput = crate::ops::functions::parse(payload)?;
+    let input: UiContentInput = crate::bus::payload::parse(payload)?;
     let asset = console_asset(&input.path).ok_or_else(|| {
         let shown: String = input.path.chars().take(120).collect();
         let known: Vec<&str> = console_assets().map(|asset| asset.path).collect();

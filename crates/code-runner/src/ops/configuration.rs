@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::bus::names::{CONFIG_ID, CONFIGURATION_GET, CONFIGURATION_SET, ON_CONFIG_CHANGE};
+use crate::bus::payload::parse;
 use crate::bus::{CallError, Function};
-use crate::ops::functions::parse;
 use crate::worker::{Inner, handler};
 
 /// `configuration::get`'s payload.

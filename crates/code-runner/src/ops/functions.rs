@@ -8,40 +8,15 @@ use code_runner_core::wire::{FunctionsInfoRequest, RunRequest, TeardownRequest, 
 use code_runner_core::{
     AbortSignal, ErrorCode, Lang, RunnerError, Task, TurnEnding, TurnSpec, settle_response,
 };
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::bus::payload::parse;
 use crate::bus::{CallError, Caller};
 use crate::ids::{new_runtime_id, redact};
 use crate::ops::guest::{self, GuestContext};
 use crate::ops::retire::{self, Live};
 use crate::runtimes::lineage::Lasting;
 use crate::worker::Inner;
-
-/// Deserializes a payload, which must be a JSON object (serde would also
-/// take a struct's fields as an array, in order); the error names the
-/// offending field.
-///
-/// # Errors
-/// `code-runner::invalid_request` for a non-object, else with the field path
-/// and serde's reason.
-pub fn parse<T: DeserializeOwned>(payload: Value) -> Result<T, RunnerError> {
-    if !payload.is_object() {
-        return Err(RunnerError::invalid(format!(
-            "the payload must be a JSON object of named fields, got {}",
-            crate::edge::http::json_kind(&payload)
-        )));
-    }
-    serde_path_to_error::deserialize(payload).map_err(|err| {
-        let path = err.path().to_string();
-        let inner = err.into_inner();
-        if path == "." {
-            RunnerError::invalid(format!("invalid payload: {inner}"))
-        } else {
-            RunnerError::invalid(format!("invalid field `{path}`: {inner}"))
-        }
-    })
-}
 
 /// `code-runner::run`. A run that guest code started (`caller` is a guest)
 /// belongs to the calling runtime: kept, it is charged to the caller's

@@ -13,8 +13,8 @@ use serde_json::Value;
 
 use crate::bus::catalog::{Owner, check_description, check_format};
 use crate::bus::naming::{FunctionId, canonical, parse_namespace_arg};
+use crate::bus::payload::parse;
 use crate::bus::{CallError, Caller};
-use crate::ops::functions::parse;
 use crate::ops::guest::{self, GuestContext};
 use crate::ops::invoke::{failure_text, published_function};
 use crate::ops::namespaces::{NamespaceRuntime, TurnParams};

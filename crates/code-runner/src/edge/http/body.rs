@@ -19,6 +19,7 @@ use axum::extract::{FromRequest, Request};
 use axum::http::{StatusCode, header};
 use code_runner_core::ErrorCode;
 use serde_json::{Map, Value};
+
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::Refusal;
@@ -219,18 +220,6 @@ pub(crate) fn parse_payload(bytes: &[u8]) -> Result<Value, String> {
                 format!("malformed JSON body: {err}")
             }
         })
-}
-
-/// The kind of a JSON value, for messages: "an array", "a string", ….
-pub fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]

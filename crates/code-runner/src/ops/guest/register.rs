@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::{GuestContext, binding_error};
 use crate::bus::catalog::{check_description, check_format};
 use crate::bus::naming::FunctionId;
-use crate::ops::functions::parse;
+use crate::bus::payload::parse;
 use crate::ops::tenancy::{Claimant, may_register_reserved};
 use crate::worker::Inner;
 

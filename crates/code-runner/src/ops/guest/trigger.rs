@@ -12,9 +12,9 @@ use serde_json::Value;
 use super::{GuestContext, binding_error};
 use crate::bus::bridge;
 use crate::bus::names::RUN;
+use crate::bus::payload::parse;
 use crate::bus::{CallError, Caller, GuestCaller};
 use crate::edge::iii::RemoteGuest;
-use crate::ops::functions::parse;
 use crate::worker::Inner;
 
 /// Fire-and-forget calls one turn may have in flight; one more is refused.

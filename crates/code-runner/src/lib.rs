@@ -30,6 +30,7 @@
 #![deny(missing_docs)]
 
 mod bus;
+pub mod cli;
 mod edge;
 mod ids;
 mod ops;
@@ -39,5 +40,5 @@ mod worker;
 
 pub use bus::CallError;
 pub use bus::names;
-pub use edge::{cli, http, iii, logging};
+pub use edge::{http, iii, logging};
 pub use worker::{Worker, WorkerOptions};

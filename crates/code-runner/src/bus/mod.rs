@@ -5,6 +5,7 @@ pub(crate) mod catalog;
 pub(crate) mod detached;
 pub mod names;
 pub(crate) mod naming;
+pub(crate) mod outbound;
 pub(crate) mod payload;
 
 use std::collections::{BTreeMap, HashSet};

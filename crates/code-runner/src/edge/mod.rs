@@ -1,8 +1,7 @@
-//! The callers: the command line, the HTTP API and playground, the console
-//! cards and the iii engine link. Nothing below imports this layer: each part
-//! is handed what it needs by the composition root (`worker.rs`).
+//! The callers: the HTTP API and playground, the console cards, the iii
+//! engine link and the process log. Nothing below imports this layer; each
+//! part is handed what it needs by the composition root (`worker.rs`).
 
-pub mod cli;
 pub mod http;
 pub mod iii;
 pub mod logging;

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::bus::names::UI_CONTENT;
-use crate::bus::{Bus, CallError, Function};
+use crate::bus::{CallError, Function};
 
 /// Set to `1` to serve the assets from `ui/dist/` on disk (a hot-reload loop).
 pub const WATCH_ENV: &str = "III_CODE_RUNNER_UI_WATCH";
@@ -164,9 +164,9 @@ pub fn ui_content(payload: Value) -> Result<UiContentResult, RunnerError> {
     })
 }
 
-/// Registers `code-runner::ui-content` (internal) on `bus`.
-pub fn register(bus: &Bus) {
-    bus.register(
+/// `code-runner::ui-content`, for the composition root to register.
+pub fn function() -> (&'static str, Function) {
+    (
         UI_CONTENT,
         Function::new(
             "Serve the code-runner worker's injected console UI assets (content function for its console:script / console:style triggers).",
@@ -180,7 +180,7 @@ pub fn register(bus: &Bus) {
             }),
         )
         .internal(),
-    );
+    )
 }
 
 /// The page's policy: its own origin only, so no external resource loads and

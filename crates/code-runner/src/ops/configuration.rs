@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::bus::names::{CONFIG_ID, CONFIGURATION_GET, CONFIGURATION_SET, ON_CONFIG_CHANGE};
 use crate::bus::payload::parse;
 use crate::bus::{CallError, Function};
-use crate::worker::{Inner, handler};
+use crate::ops::{Ops, handler};
 
 /// `configuration::get`'s payload.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -84,35 +84,37 @@ pub(crate) struct OnConfigChangeResponse {
 }
 
 /// Registers the three functions on the bus.
-pub(crate) fn register(inner: &Arc<Inner>) {
-    inner.bus.register(
+pub(crate) fn functions(ops: &Arc<Ops>) -> Vec<(&'static str, Function)> {
+    vec![
+        (
         CONFIGURATION_GET,
         Function::new(
             "Read the code-runner configuration (id: \"code-runner\"): every key with its stored value, and the keys pending a restart.",
             schema_of::<GetRequest>(),
             schema_of::<GetResponse>(),
-            handler(inner, get),
+            handler(ops, get),
         ),
-    );
-    inner.bus.register(
+        ),
+        (
         CONFIGURATION_SET,
         Function::new(
             "Replace the code-runner configuration (id: \"code-runner\") with a whole value (a key left out takes its default), validated against its JSON Schema. Caps, timeouts and inject_guidance apply to the next call; other keys are saved and apply at the next restart.",
             schema_of::<SetRequest>(),
             schema_of::<SetResponse>(),
-            handler(inner, set),
+            handler(ops, set),
         ),
-    );
-    inner.bus.register(
+        ),
+        (
         ON_CONFIG_CHANGE,
         Function::new(
             "Internal: re-read the code-runner configuration from the store in force (never from this payload) and apply it. Caps, timeouts and inject_guidance apply to the next call; runtime, memory and scratch limits at the next restart.",
             schema_of::<OnConfigChangeRequest>(),
             schema_of::<OnConfigChangeResponse>(),
-            handler(inner, on_config_change),
+            handler(ops, on_config_change),
         )
         .internal(),
-    );
+        ),
+    ]
 }
 
 fn check_id(id: &str) -> Result<(), RunnerError> {
@@ -124,21 +126,21 @@ fn check_id(id: &str) -> Result<(), RunnerError> {
     )))
 }
 
-async fn get(inner: Arc<Inner>, payload: Value) -> Result<Value, CallError> {
+async fn get(ops: Arc<Ops>, payload: Value) -> Result<Value, CallError> {
     let request: GetRequest = parse(payload)?;
     check_id(&request.id)?;
     let response = GetResponse {
         id: request.id,
-        value: inner.settings.stored(),
-        pending_restart: inner.settings.pending_restart(),
+        value: ops.settings.stored(),
+        pending_restart: ops.settings.pending_restart(),
     };
     Ok(serde_json::to_value(response).unwrap_or(Value::Null))
 }
 
-async fn set(inner: Arc<Inner>, payload: Value) -> Result<Value, CallError> {
+async fn set(ops: Arc<Ops>, payload: Value) -> Result<Value, CallError> {
     let request: SetRequest = parse(payload)?;
     check_id(&request.id)?;
-    let (old_value, new_value, applied) = inner.settings.set(&request.value).await?;
+    let (old_value, new_value, applied) = ops.settings.set(&request.value).await?;
     let response = SetResponse {
         old_value,
         new_value,
@@ -149,7 +151,7 @@ async fn set(inner: Arc<Inner>, payload: Value) -> Result<Value, CallError> {
 }
 
 /// Never reads its payload: an event's copy of the value could be stale or forged.
-async fn on_config_change(inner: Arc<Inner>, _payload: Value) -> Result<Value, CallError> {
-    inner.settings.reload().await?;
+async fn on_config_change(ops: Arc<Ops>, _payload: Value) -> Result<Value, CallError> {
+    ops.settings.reload().await?;
     Ok(serde_json::to_value(OnConfigChangeResponse { ok: true }).unwrap_or(Value::Null))
 }

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::bus::Function;
 use crate::bus::names::INJECT_GUIDANCE;
-use crate::worker::{Inner, handler};
+use crate::ops::{Ops, handler};
 
 /// The guidance, with `{key}` placeholders for configuration values.
 const TEMPLATE: &str = include_str!("guidance.md");
@@ -69,17 +69,17 @@ pub(crate) struct PreGenerateMutations {
 }
 
 /// Registers the hook on the bus (internal: the harness calls it, people do not).
-pub(crate) fn register(inner: &Arc<Inner>) {
-    inner.bus.register(
+pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
+    (
         INJECT_GUIDANCE,
         Function::new(
             "Internal pre_generate hook: appends code-runner's usage guidance (run, keep, register, teardown, output caps) to an agent's system prompt, once. Bound to the harness's pre-generate hook, not called directly. inject_guidance: false in the code-runner configuration turns it into a no-op.",
             schema_of::<PreGenerateEvent>(),
             schema_of::<PreGenerateResponse>(),
-            handler(inner, |inner, payload| async move { Ok(hook(&inner.config(), payload)) }),
+            handler(ops, |ops, payload| async move { Ok(hook(&ops.config(), payload)) }),
         )
         .internal(),
-    );
+    )
 }
 
 /// The hook's answer to `payload` under `config`.

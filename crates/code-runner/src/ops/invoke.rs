@@ -15,9 +15,9 @@ use serde_json::{Value, json};
 use crate::bus::catalog::Owner;
 use crate::bus::naming::{FunctionId, canonical};
 use crate::bus::{CallError, Caller, Function, Handler, not_found};
+use crate::ops::Ops;
 use crate::ops::guest::{self, GuestContext};
-use crate::ops::register::{budget, turn_params};
-use crate::worker::Inner;
+use crate::ops::namespaces::{NamespaceRuntime, TurnParams};
 
 /// Longest exception text an error carries: the exception line, after as much of the traceback as fits.
 pub const MAX_ERROR_TEXT_BYTES: usize = 4096;
@@ -25,7 +25,7 @@ pub const MAX_ERROR_TEXT_BYTES: usize = 4096;
 /// The bus entry of a published id: its description, formats, metadata
 /// and a handler that invokes it on its owner.
 pub(crate) fn published_function(
-    inner: &Arc<Inner>,
+    ops: &Arc<Ops>,
     id: &FunctionId,
     lang: Lang,
     description: Option<String>,
@@ -38,15 +38,15 @@ pub(crate) fn published_function(
             canonical(id.namespace())
         )
     });
-    let weak = Arc::downgrade(inner);
+    let weak = Arc::downgrade(ops);
     let function_id = id.as_str().to_string();
     let handler: Handler = Arc::new(move |payload, caller| {
         let (weak, function_id) = (weak.clone(), function_id.clone());
         Box::pin(async move {
-            let inner = weak
+            let ops = weak
                 .upgrade()
                 .ok_or_else(|| RunnerError::engine("the worker is shutting down"))?;
-            invoke(&inner, &function_id, payload, caller).await
+            invoke(&ops, &function_id, payload, caller).await
         })
     });
     Function::new(description, request_schema, response_schema, handler)
@@ -56,25 +56,25 @@ pub(crate) fn published_function(
 
 /// One call of a published id: a [`Task::Invoke`] turn on its owner.
 async fn invoke(
-    inner: &Arc<Inner>,
+    ops: &Arc<Ops>,
     id: &str,
     payload: Value,
     caller: Caller,
 ) -> Result<Value, CallError> {
     let gone = || not_found(id);
-    let owner = inner.published.owner_of(id).ok_or_else(gone)?;
-    let caps = inner.config().output_caps();
+    let owner = ops.published.owner_of(id).ok_or_else(gone)?;
+    let caps = ops.config().output_caps();
     let task = Task::Invoke {
         key: id.to_string(),
         payload,
     };
     let outcome = match owner {
         Owner::Namespace { namespace, lang } => {
-            let runtime = inner.namespaces.get(&namespace, lang).ok_or_else(gone)?;
-            let _place = inner.lineage.wait_for(runtime.key)?.ok_or_else(gone)?;
-            let params = turn_params(inner, &runtime, &caller)?;
+            let runtime = ops.namespaces.get(&namespace, lang).ok_or_else(gone)?;
+            let _place = ops.lineage.wait_for(runtime.key)?.ok_or_else(gone)?;
+            let params = turn_params(ops, &runtime, &caller)?;
             let outcome = runtime.turn(task, &params).await;
-            if crate::ops::retire::forget_unsourced(inner, &runtime)
+            if crate::ops::retire::forget_unsourced(ops, &runtime)
                 .iter()
                 .any(|gone| gone == id)
             {
@@ -84,21 +84,21 @@ async fn invoke(
             outcome
         }
         Owner::Runtime(key) => {
-            let runtime = inner.lineage.runtime(key).ok_or_else(gone)?;
-            let _place = inner.lineage.wait_for(key)?.ok_or_else(gone)?;
-            let _busy = inner.registry.enter_by_key(key);
-            let context = GuestContext::of(inner, key, runtime.lang(), None);
+            let runtime = ops.lineage.runtime(key).ok_or_else(gone)?;
+            let _place = ops.lineage.wait_for(key)?.ok_or_else(gone)?;
+            let _busy = ops.registry.enter_by_key(key);
+            let context = GuestContext::of(ops, key, runtime.lang(), None);
             // One turn: its signal (fired when it answers) is its scope.
-            let bindings = guest::bindings(Arc::downgrade(inner), context);
+            let bindings = guest::bindings(Arc::downgrade(ops), context);
             let spec = code_runner_core::TurnSpec {
                 task,
-                timeout: budget(inner, &caller)?,
+                timeout: budget(ops, &caller)?,
                 abort: bindings.scope.clone(),
                 bindings: bindings.bindings,
                 max_stream_bytes: caps.max_stream_bytes,
             };
             let outcome = runtime.run(spec).await;
-            crate::ops::retire::forget_lost_registrations(inner, key, &outcome.ending);
+            crate::ops::retire::forget_lost_registrations(ops, key, &outcome.ending);
             outcome
         }
     };
@@ -265,4 +265,34 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.code, ErrorCode::Timeout);
     }
+}
+
+/// The turn settings for a turn on a namespace runtime, for `caller`.
+pub(crate) fn turn_params(
+    ops: &Arc<Ops>,
+    runtime: &NamespaceRuntime,
+    caller: &Caller,
+) -> Result<TurnParams, RunnerError> {
+    let context = GuestContext::of(
+        ops,
+        runtime.key,
+        runtime.lang,
+        Some(runtime.namespace.clone()),
+    );
+    let config = ops.config();
+    Ok(TurnParams {
+        timeout: budget(ops, caller)?,
+        bindings: guest::bindings(Arc::downgrade(ops), context),
+        max_stream_bytes: config.output_caps().max_stream_bytes,
+    })
+}
+
+/// A published function's turn budget: the default timeout, clamped to
+/// what is left of a calling guest's own budget.
+pub(crate) fn budget(ops: &Ops, caller: &Caller) -> Result<std::time::Duration, RunnerError> {
+    let timeout = ops.config().timeout(None)?;
+    Ok(match caller.time_left() {
+        Some(left) => timeout.min(left).max(std::time::Duration::from_millis(1)),
+        None => timeout,
+    })
 }

@@ -3,11 +3,155 @@
 //! (`crate::runtimes`).
 
 pub(crate) mod configuration;
-pub(crate) mod functions;
 pub(crate) mod guest;
 pub(crate) mod guidance;
+pub(crate) mod info;
 pub(crate) mod invoke;
 pub(crate) mod namespaces;
 pub(crate) mod register;
 pub(crate) mod retire;
+pub(crate) mod run;
+pub(crate) mod teardown;
 pub(crate) mod tenancy;
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock, Weak};
+
+use code_runner_core::{Config, Engine, Lang, RunnerError};
+use serde_json::Value;
+
+use crate::bus::bridge::GuestTriggers;
+use crate::bus::catalog::Published;
+use crate::bus::outbound::Outbound;
+use crate::bus::{Bus, CallError, Caller, Function, Handler};
+use crate::runtimes::engines::Engines;
+use crate::runtimes::lineage::{Lineage, Parent};
+use crate::runtimes::pool::WarmPool;
+use crate::runtimes::registry::Registry;
+use crate::settings::Settings;
+use namespaces::NamespaceRuntimes;
+
+/// What the operations share: the live settings, the runtimes, the bus and
+/// its published functions, and the way out to other workers. Built once by
+/// the composition root; bus handlers hold it weakly.
+pub(crate) struct Ops {
+    pub(crate) settings: Arc<Settings>,
+    pub(crate) registry: Registry,
+    pub(crate) bus: Bus,
+    pub(crate) lineage: Lineage,
+    pub(crate) published: Published,
+    /// Trigger bindings guest code registered, by lineage.
+    pub(crate) guest_triggers: GuestTriggers,
+    pub(crate) namespaces: NamespaceRuntimes,
+    pub(crate) runtimes_dir: PathBuf,
+    pub(crate) engines: Engines,
+    /// Where calls of ids this bus does not hold go, once the worker joined an iii engine.
+    pub(crate) outbound: OnceLock<Arc<dyn Outbound>>,
+}
+
+impl Ops {
+    /// The operations over `engines`, with runtimes under `runtimes_dir`.
+    pub(crate) fn new(settings: Arc<Settings>, engines: Engines, runtimes_dir: PathBuf) -> Ops {
+        Ops {
+            settings,
+            registry: Registry::default(),
+            bus: Bus::default(),
+            lineage: Lineage::default(),
+            published: Published::default(),
+            guest_triggers: GuestTriggers::default(),
+            namespaces: NamespaceRuntimes::default(),
+            runtimes_dir,
+            engines,
+            outbound: OnceLock::new(),
+        }
+    }
+
+    /// The configuration calls use now.
+    pub(crate) fn config(&self) -> Config {
+        self.settings.in_force()
+    }
+
+    /// The data directory (runtimes and the configuration live under it).
+    pub(crate) fn data_dir(&self) -> &Path {
+        self.runtimes_dir.parent().unwrap_or(Path::new("."))
+    }
+
+    /// Where a guest's call of `id` goes: out (to the iii engine) for a
+    /// function this worker does not hold, so any worker's function is
+    /// reachable, else (`None`) this worker's own bus. Our own functions stay
+    /// local even on an engine: the call keeps its guest [`Caller`] (what it
+    /// starts is charged to the calling runtime, and a call back into the
+    /// same runtime is refused), which a hop through the engine would lose.
+    pub(crate) fn outbound_for(&self, id: &str) -> Option<&Arc<dyn Outbound>> {
+        self.outbound.get().filter(|_| !self.bus.contains(id))
+    }
+
+    /// This worker's name on the engine it joined, if it joined one.
+    pub(crate) fn worker_name(&self) -> Option<&str> {
+        self.outbound.get().map(|out| out.worker_name())
+    }
+
+    /// The warm pool of `lang`, if it has one.
+    pub(crate) fn pool(&self, lang: Lang) -> Option<&Arc<WarmPool>> {
+        self.engines.pool(lang)
+    }
+
+    pub(crate) fn engine(&self, lang: Lang) -> Result<Arc<dyn Engine>, RunnerError> {
+        self.engines.engine(lang)
+    }
+}
+
+/// The lineage parent of what `caller` starts: the calling runtime when
+/// guest code calls, none for a host call.
+pub(crate) fn parent_of(caller: &Caller) -> Option<Parent> {
+    caller.guest.as_ref().map(|guest| Parent {
+        runtime: guest.runtime,
+        root: guest.root,
+    })
+}
+
+/// Every bus function the operations serve, with its id, for the
+/// composition root to register.
+pub(crate) fn functions(ops: &Arc<Ops>) -> Vec<(&'static str, Function)> {
+    let mut all = vec![
+        run::function(ops),
+        teardown::function(ops),
+        info::function(ops),
+        register::function(ops),
+    ];
+    all.extend(configuration::functions(ops));
+    all.push(guidance::function(ops));
+    all
+}
+
+/// A bus handler over the operations that holds them only weakly, so the
+/// bus never keeps the worker alive.
+pub(crate) fn handler<F, Fut>(ops: &Arc<Ops>, f: F) -> Handler
+where
+    F: Fn(Arc<Ops>, Value) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Value, CallError>> + Send + 'static,
+{
+    handler_as(ops, move |ops, payload, _caller| f(ops, payload))
+}
+
+/// Like [`handler`], for a function that needs to know its [`Caller`].
+pub(crate) fn handler_as<F, Fut>(ops: &Arc<Ops>, f: F) -> Handler
+where
+    F: Fn(Arc<Ops>, Value, Caller) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Value, CallError>> + Send + 'static,
+{
+    let weak: Weak<Ops> = Arc::downgrade(ops);
+    let f = Arc::new(f);
+    Arc::new(move |payload: Value, caller: Caller| {
+        let (weak, f) = (weak.clone(), f.clone());
+        Box::pin(crate::bus::detached::detached(async move {
+            let ops = weak.upgrade().ok_or_else(shutting_down)?;
+            f(ops, payload, caller).await
+        }))
+    })
+}
+
+fn shutting_down() -> CallError {
+    RunnerError::engine("the worker is shutting down").into()
+}

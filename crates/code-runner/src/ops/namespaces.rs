@@ -363,9 +363,9 @@ impl NamespaceRuntimes {
 /// Takes the namespace runtime behind `key` out of its namespace (it was
 /// given up) and unregisters the functions it served; `None` when no
 /// namespace holds it. The next registration boots a fresh runtime.
-pub(crate) async fn discard(inner: &crate::worker::Inner, key: RuntimeKey) -> Option<Vec<String>> {
-    let found = inner.namespaces.find(key)?;
-    let held = inner.namespaces.hold(&found.namespace).await;
+pub(crate) async fn discard(ops: &crate::ops::Ops, key: RuntimeKey) -> Option<Vec<String>> {
+    let found = ops.namespaces.find(key)?;
+    let held = ops.namespaces.hold(&found.namespace).await;
     let ours = held
         .entry
         .get(found.lang)
@@ -377,7 +377,7 @@ pub(crate) async fn discard(inner: &crate::worker::Inner, key: RuntimeKey) -> Op
         namespace: found.namespace.clone(),
         lang: found.lang,
     };
-    let ids = inner.published.unpublish_owner(&owner, &inner.bus);
-    inner.namespaces.release_if_empty(&found.namespace, &held);
+    let ids = ops.published.unpublish_owner(&owner, &ops.bus);
+    ops.namespaces.release_if_empty(&found.namespace, &held);
     ours.then_some(ids)
 }

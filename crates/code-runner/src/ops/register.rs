@@ -1,4 +1,4 @@
-//! `code-runner::register_function` and teardown by namespace.
+//! `code-runner::register_function`.
 //!
 //! Registering defines the handler on the namespace runtime of its language
 //! (booting it on first use) and publishes the id only once the definition
@@ -7,27 +7,41 @@
 
 use std::sync::Arc;
 
-use code_runner_core::wire::{RegisterRequest, RegisterResponse, TeardownResponse};
-use code_runner_core::{ErrorCode, Lang, RunnerError, Task, TurnEnding};
+use code_runner_core::wire::{RegisterRequest, RegisterResponse, schema_of};
+use code_runner_core::{Lang, RunnerError, Task, TurnEnding};
 use serde_json::Value;
 
 use crate::bus::catalog::{Owner, check_description, check_format};
-use crate::bus::naming::{FunctionId, canonical, parse_namespace_arg};
+use crate::bus::names::REGISTER_FUNCTION;
+use crate::bus::naming::{FunctionId, canonical};
 use crate::bus::payload::parse;
-use crate::bus::{CallError, Caller};
-use crate::ops::guest::{self, GuestContext};
-use crate::ops::invoke::{failure_text, published_function};
-use crate::ops::namespaces::{NamespaceRuntime, TurnParams};
-use crate::ops::retire::{retire, teardown_key};
-use crate::ops::tenancy::{Claimant, Writer, may_register_reserved, may_tear_down_held, may_write};
-use crate::worker::Inner;
+use crate::bus::{CallError, Caller, Function};
+use crate::ops::Ops;
+use crate::ops::handler_as;
+use crate::ops::invoke::{failure_text, published_function, turn_params};
+use crate::ops::namespaces::NamespaceRuntime;
+use crate::ops::retire::retire;
+use crate::ops::tenancy::{Claimant, Writer, may_register_reserved, may_write};
 
 /// Largest handler source accepted: room for a real module, not a data dump.
 pub const MAX_SOURCE_BYTES: usize = 1024 * 1024;
 
 /// `code-runner::register_function`.
+pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
+    (
+        REGISTER_FUNCTION,
+        Function::new(
+            "Publish a bus function whose handler runs in a sandbox; no runtime_id needed. source must define handler(payload) in lang; each call runs it and returns its JSON result. The namespace (function_id before `::`) shares one runtime per lang; its functions stop resolving once torn down or idle-reaped.",
+            schema_of::<RegisterRequest>(),
+            schema_of::<RegisterResponse>(),
+            handler_as(ops, register_function),
+        ),
+    )
+}
+
+/// `code-runner::register_function`.
 pub(crate) async fn register_function(
-    inner: Arc<Inner>,
+    ops: Arc<Ops>,
     payload: Value,
     caller: Caller,
 ) -> Result<Value, CallError> {
@@ -57,36 +71,35 @@ pub(crate) async fn register_function(
         lang,
     };
     let writer = Writer::of(&caller);
-    let held = inner.namespaces.hold(&namespace).await;
+    let held = ops.namespaces.hold(&namespace).await;
     let existing = held.entry.get(lang);
     let outcome = async {
         may_register_reserved(
             &namespace,
-            inner.lineage.reservation(&namespace),
+            ops.lineage.reservation(&namespace),
             Claimant::Register(writer),
         )?;
         if let Some(creator) = held.entry.owner() {
-            let open = inner.config().guest_writable_namespaces;
+            let open = ops.config().guest_writable_namespaces;
             may_write(&namespace, creator, writer, &open, "register into")?;
         }
-        inner.published.check(&id, &owner, lang, &inner.bus)?;
+        ops.published.check(&id, &owner, lang, &ops.bus)?;
         let runtime = match &existing {
             Some(runtime) => runtime.clone(),
-            None => boot(&inner, &namespace, lang, &caller).await?,
+            None => boot(&ops, &namespace, lang, &caller).await?,
         };
-        let defined = define(&inner, &runtime, &id, &request.source, &caller).await;
+        let defined = define(&ops, &runtime, &id, &request.source, &caller).await;
         let published = defined.and_then(|()| {
             let function = published_function(
-                &inner,
+                &ops,
                 &id,
                 lang,
                 description,
                 request_schema,
                 response_schema,
             );
-            inner
-                .published
-                .publish(&id, owner.clone(), lang, function, &inner.bus)
+            ops.published
+                .publish(&id, owner.clone(), lang, function, &ops.bus)
         });
         Ok::<_, RunnerError>((runtime, published))
     }
@@ -103,13 +116,13 @@ pub(crate) async fn register_function(
         Ok((runtime, Err(err))) => {
             if existing.is_none() {
                 runtime.runtime.close().await;
-                retire(&inner, runtime.key).await;
+                retire(&ops, runtime.key).await;
             }
             Err(err)
         }
         Err(err) => Err(err),
     };
-    inner.namespaces.release_if_empty(&namespace, &held);
+    ops.namespaces.release_if_empty(&namespace, &held);
     drop(held);
     result?;
     tracing::info!(function = %id.as_str(), %lang, "function registered");
@@ -122,45 +135,47 @@ pub(crate) async fn register_function(
 
 /// Boots the namespace runtime of `namespace` in `lang`, with its probe.
 async fn boot(
-    inner: &Arc<Inner>,
+    ops: &Arc<Ops>,
     namespace: &str,
     lang: Lang,
     caller: &Caller,
 ) -> Result<Arc<NamespaceRuntime>, RunnerError> {
-    let engine = inner.engine(lang)?;
-    let config = inner.config();
+    let engine = ops.engine(lang)?;
+    let config = ops.config();
     let memory_mb = config.memory_mb(None)?;
-    let key = inner.lineage.begin_namespace(caller, config.max_runtimes)?;
-    let slot = match inner.registry.acquire(config.max_runtimes) {
+    let key = ops
+        .lineage
+        .begin_namespace(crate::ops::parent_of(caller), config.max_runtimes)?;
+    let slot = match ops.registry.acquire(config.max_runtimes) {
         Ok(slot) => slot,
         Err(err) => {
-            inner.lineage.end(key);
+            ops.lineage.end(key);
             return Err(err);
         }
     };
-    let dir = match inner.engines.work_dir(lang) {
+    let dir = match ops.engines.work_dir(lang) {
         Ok(dir) => dir,
         Err(err) => {
-            inner.lineage.end(key);
+            ops.lineage.end(key);
             return Err(err);
         }
     };
-    let options = inner
+    let options = ops
         .engines
         .runtime_options(&config, lang, memory_mb, dir.0.clone());
     let runtime = match engine.spawn(options).await {
         Ok(runtime) => runtime,
         Err(err) => {
-            inner.lineage.end(key);
+            ops.lineage.end(key);
             return Err(err);
         }
     };
-    let runtime = crate::runtimes::bounded::attach(inner, key, runtime);
+    let runtime = crate::ops::retire::attach(ops, key, runtime);
     let runtime = NamespaceRuntime::new(namespace, lang, key, runtime, dir, slot);
-    let params = turn_params(inner, &runtime, caller)?;
+    let params = turn_params(ops, &runtime, caller)?;
     if !runtime.define_probe(&params).await {
         runtime.runtime.close().await;
-        retire(inner, key).await;
+        retire(ops, key).await;
         return Err(RunnerError::engine(format!(
             "the {lang} runtime of namespace {} could not start serving handlers",
             canonical(namespace)
@@ -172,7 +187,7 @@ async fn boot(
 
 /// Defines `source` under `id` on `runtime`.
 async fn define(
-    inner: &Arc<Inner>,
+    ops: &Arc<Ops>,
     runtime: &NamespaceRuntime,
     id: &FunctionId,
     source: &str,
@@ -186,13 +201,13 @@ async fn define(
             runtime.lang
         )));
     }
-    let params = turn_params(inner, runtime, caller)?;
+    let params = turn_params(ops, runtime, caller)?;
     let task = Task::Define {
         key: id.as_str().to_string(),
         source: source.to_string(),
     };
     let outcome = runtime.turn(task, &params).await;
-    let _ = crate::ops::retire::forget_unsourced(inner, runtime);
+    let _ = crate::ops::retire::forget_unsourced(ops, runtime);
     match outcome.ending {
         TurnEnding::Exited { exit_code: 0, .. } => Ok(()),
         TurnEnding::Exited {
@@ -208,101 +223,4 @@ async fn define(
         }
         TurnEnding::Faulted(fault) => Err(fault.to_runner_error()),
     }
-}
-
-/// The turn settings for a turn on a namespace runtime, for `caller`.
-pub(crate) fn turn_params(
-    inner: &Arc<Inner>,
-    runtime: &NamespaceRuntime,
-    caller: &Caller,
-) -> Result<TurnParams, RunnerError> {
-    let context = GuestContext::of(
-        inner,
-        runtime.key,
-        runtime.lang,
-        Some(runtime.namespace.clone()),
-    );
-    let config = inner.config();
-    Ok(TurnParams {
-        timeout: budget(inner, caller)?,
-        bindings: guest::bindings(Arc::downgrade(inner), context),
-        max_stream_bytes: config.output_caps().max_stream_bytes,
-    })
-}
-
-/// A published function's turn budget: the default timeout, clamped to
-/// what is left of a calling guest's own budget.
-pub(crate) fn budget(inner: &Inner, caller: &Caller) -> Result<std::time::Duration, RunnerError> {
-    let timeout = inner.config().timeout(None)?;
-    Ok(match caller.time_left() {
-        Some(left) => timeout.min(left).max(std::time::Duration::from_millis(1)),
-        None => timeout,
-    })
-}
-
-/// `code-runner::teardown {namespace}`: destroys every runtime behind the
-/// namespace, in every language, and lists every id that stopped resolving.
-/// Only a writer of the namespace may ([`crate::ops::tenancy`]); a namespace a
-/// runtime holds through `iii.registerFunction` goes by name only from that
-/// runtime's lineage (everyone else uses its `runtime_id`).
-pub(crate) async fn teardown_namespace(
-    inner: &Arc<Inner>,
-    argument: &str,
-    caller: &Caller,
-) -> Result<TeardownResponse, RunnerError> {
-    let namespace = parse_namespace_arg(argument)?;
-    let writer = Writer::of(caller);
-    let held = inner.namespaces.hold(&namespace).await;
-    let holder = inner.published.runtime_holder(&namespace);
-    let allowed = match (held.entry.owner(), holder) {
-        (Some(creator), _) => may_write(
-            &namespace,
-            creator,
-            writer,
-            &inner.config().guest_writable_namespaces,
-            "tear down",
-        ),
-        (None, Some(key)) => may_tear_down_held(&namespace, inner.lineage.root(key), writer),
-        (None, None) => Ok(()),
-    };
-    if let Err(err) = allowed {
-        inner.namespaces.release_if_empty(&namespace, &held);
-        return Err(err);
-    }
-    let runtimes = inner.namespaces.take(&namespace, &held);
-    let mut destroyed = !runtimes.is_empty();
-    let mut unregistered = Vec::new();
-    for lang in [Lang::Python, Lang::Node] {
-        let owner = Owner::Namespace {
-            namespace: namespace.clone(),
-            lang,
-        };
-        unregistered.extend(inner.published.unpublish_owner(&owner, &inner.bus));
-    }
-    for runtime in runtimes {
-        runtime.runtime.close().await;
-        unregistered.extend(retire(inner, runtime.key).await);
-    }
-    if let Some(key) = holder
-        && let Some(ids) = teardown_key(inner, key).await
-    {
-        destroyed = true;
-        unregistered.extend(ids);
-    }
-    drop(held);
-    if !destroyed && unregistered.is_empty() {
-        return Err(RunnerError::new(
-            ErrorCode::RuntimeNotFound,
-            format!("namespace {} has nothing behind it", canonical(&namespace)),
-        ));
-    }
-    unregistered.sort();
-    unregistered.dedup();
-    tracing::info!(namespace = %canonical(&namespace), functions = unregistered.len(), "namespace torn down");
-    Ok(TeardownResponse {
-        torn_down: true,
-        unregistered,
-        runtime_id: None,
-        namespace: Some(canonical(&namespace)),
-    })
 }

@@ -10,26 +10,26 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use code_runner_core::{FailureKind, TurnEnding};
+use code_runner_core::{FailureKind, Runtime, TurnEnding};
 
 use crate::bus::catalog::Owner;
 use crate::ids::RuntimeKey;
+use crate::ops::Ops;
 use crate::ops::namespaces::NamespaceRuntime;
-use crate::worker::Inner;
 
 /// Unpublishes what `key` published and tears down the kept runtimes it
 /// started (its runtime is already closed or closing); returns every id
 /// unregistered on the way.
-pub(crate) async fn retire(inner: &Inner, key: RuntimeKey) -> Vec<String> {
-    let mut ids = inner
+pub(crate) async fn retire(ops: &Ops, key: RuntimeKey) -> Vec<String> {
+    let mut ids = ops
         .published
-        .unpublish_owner(&Owner::Runtime(key), &inner.bus);
-    inner.guest_triggers.forget(key);
-    for child in inner.lineage.end(key) {
-        if let Some(kept) = inner.registry.take_by_key(child) {
+        .unpublish_owner(&Owner::Runtime(key), &ops.bus);
+    ops.guest_triggers.forget(key);
+    for child in ops.lineage.end(key) {
+        if let Some(kept) = ops.registry.take_by_key(child) {
             kept.runtime.close().await;
             tracing::debug!("closed a runtime whose starter ended");
-            ids.extend(Box::pin(retire(inner, child)).await);
+            ids.extend(Box::pin(retire(ops, child)).await);
         }
     }
     ids
@@ -42,16 +42,16 @@ pub(crate) async fn retire(inner: &Inner, key: RuntimeKey) -> Vec<String> {
 /// are unregistered rather than left published answering errors; a later
 /// turn may register them again. A timeout keeps them: node keeps its
 /// isolate, and python has no registrar.
-pub(crate) fn forget_lost_registrations(inner: &Inner, key: RuntimeKey, ending: &TurnEnding) {
+pub(crate) fn forget_lost_registrations(ops: &Ops, key: RuntimeKey, ending: &TurnEnding) {
     let TurnEnding::Faulted(fault) = ending else {
         return;
     };
     if fault.kind() != FailureKind::WorkerExit {
         return;
     }
-    let ids = inner
+    let ids = ops
         .published
-        .unpublish_owner(&Owner::Runtime(key), &inner.bus);
+        .unpublish_owner(&Owner::Runtime(key), &ops.bus);
     if !ids.is_empty() {
         tracing::info!(functions = ?ids, "a runtime may have lost its interpreter; unregistered what its guest code published");
     }
@@ -61,7 +61,7 @@ pub(crate) fn forget_lost_registrations(inner: &Inner, key: RuntimeKey, ending: 
 /// from their sources: the ids its guest code registered itself (node's
 /// `iii.registerFunction` inside a handler) have no source and went with the
 /// old interpreter, so they are unregistered; returns them.
-pub(crate) fn forget_unsourced(inner: &Inner, runtime: &NamespaceRuntime) -> Vec<String> {
+pub(crate) fn forget_unsourced(ops: &Ops, runtime: &NamespaceRuntime) -> Vec<String> {
     if !runtime.take_redefined() {
         return Vec::new();
     }
@@ -69,9 +69,9 @@ pub(crate) fn forget_unsourced(inner: &Inner, runtime: &NamespaceRuntime) -> Vec
         namespace: runtime.namespace.clone(),
         lang: runtime.lang,
     };
-    let ids = inner
+    let ids = ops
         .published
-        .unpublish_owner_except(&owner, &runtime.defined_ids(), &inner.bus);
+        .unpublish_owner_except(&owner, &runtime.defined_ids(), &ops.bus);
     if !ids.is_empty() {
         tracing::info!(functions = ?ids, "registered from guest code in a namespace runtime that lost its interpreter; unregistered");
     }
@@ -80,13 +80,13 @@ pub(crate) fn forget_unsourced(inner: &Inner, runtime: &NamespaceRuntime) -> Vec
 
 /// Tears down the runtime behind `key` wherever it lives (kept, or in its
 /// first call); returns what that unregistered, or `None` if it is gone.
-pub(crate) async fn teardown_key(inner: &Inner, key: RuntimeKey) -> Option<Vec<String>> {
-    if let Some(kept) = inner.registry.take_by_key(key) {
+pub(crate) async fn teardown_key(ops: &Ops, key: RuntimeKey) -> Option<Vec<String>> {
+    if let Some(kept) = ops.registry.take_by_key(key) {
         kept.runtime.close().await;
     } else {
-        inner.lineage.runtime(key)?.close().await;
+        ops.lineage.runtime(key)?.close().await;
     }
-    Some(retire(inner, key).await)
+    Some(retire(ops, key).await)
 }
 
 /// Tears down the kept runtime `id`; returns what that unregistered.
@@ -94,28 +94,28 @@ pub(crate) async fn teardown_key(inner: &Inner, key: RuntimeKey) -> Option<Vec<S
 /// # Errors
 /// `runtime_not_found` / `expired`, as [`crate::runtimes::registry::Registry::get`].
 pub(crate) async fn remove_kept(
-    inner: &Inner,
+    ops: &Ops,
     id: &str,
 ) -> Result<Vec<String>, code_runner_core::RunnerError> {
-    let kept = inner.registry.remove(id).await?;
-    Ok(retire(inner, kept.key).await)
+    let kept = ops.registry.remove(id).await?;
+    Ok(retire(ops, kept.key).await)
 }
 
 /// Reaps idle kept runtimes and retires them.
-pub(crate) async fn reap(inner: &Inner, ttl: Duration) {
-    for kept in inner.registry.reap(ttl).await {
-        retire(inner, kept.key).await;
+pub(crate) async fn reap(ops: &Ops, ttl: Duration) {
+    for kept in ops.registry.reap(ttl).await {
+        retire(ops, kept.key).await;
     }
 }
 
 /// Closes every namespace runtime and kept runtime (shutdown).
-pub(crate) async fn shutdown(inner: &Inner) {
-    for runtime in inner.namespaces.take_all() {
+pub(crate) async fn shutdown(ops: &Ops) {
+    for runtime in ops.namespaces.take_all() {
         runtime.runtime.close().await;
-        retire(inner, runtime.key).await;
+        retire(ops, runtime.key).await;
     }
-    for kept in inner.registry.close_all().await {
-        retire(inner, kept.key).await;
+    for kept in ops.registry.close_all().await {
+        retire(ops, kept.key).await;
     }
 }
 
@@ -123,28 +123,28 @@ pub(crate) async fn shutdown(inner: &Inner) {
 /// [`Live::finish`] on the normal path, a spawned retire when the call's
 /// future is dropped (a client that went away).
 pub(crate) struct Live {
-    inner: Option<Arc<Inner>>,
+    ops: Option<Arc<Ops>>,
     key: RuntimeKey,
 }
 
 impl Live {
     /// Watches `key`.
-    pub fn new(inner: &Arc<Inner>, key: RuntimeKey) -> Live {
+    pub fn new(ops: &Arc<Ops>, key: RuntimeKey) -> Live {
         Live {
-            inner: Some(inner.clone()),
+            ops: Some(ops.clone()),
             key,
         }
     }
 
     /// The runtime was kept: it now ends with its registry entry.
     pub fn keep(mut self) {
-        self.inner = None;
+        self.ops = None;
     }
 
     /// The call is over and the runtime closed: retire it now.
     pub async fn finish(mut self) -> Vec<String> {
-        match self.inner.take() {
-            Some(inner) => retire(&inner, self.key).await,
+        match self.ops.take() {
+            Some(ops) => retire(&ops, self.key).await,
             None => Vec::new(),
         }
     }
@@ -152,22 +152,56 @@ impl Live {
 
 impl Drop for Live {
     fn drop(&mut self) {
-        let Some(inner) = self.inner.take() else {
+        let Some(ops) = self.ops.take() else {
             return;
         };
         let key = self.key;
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
                 handle.spawn(async move {
-                    if let Some(runtime) = inner.lineage.runtime(key) {
+                    if let Some(runtime) = ops.lineage.runtime(key) {
                         runtime.close().await;
                     }
-                    retire(&inner, key).await;
+                    retire(&ops, key).await;
                 });
             }
             Err(_) => {
-                inner.lineage.end(key);
+                ops.lineage.end(key);
             }
         }
     }
+}
+
+/// Bounds `runtime`, the runtime behind lineage key `key`, and records it
+/// there; the worker uses what this returns from then on.
+pub(crate) fn attach(
+    ops: &Arc<Ops>,
+    key: RuntimeKey,
+    runtime: Arc<dyn Runtime>,
+) -> Arc<dyn Runtime> {
+    let weak = Arc::downgrade(ops);
+    let bounded: Arc<dyn Runtime> = crate::runtimes::bounded::Bounded::new(runtime, move || {
+        if let Some(ops) = weak.upgrade() {
+            tokio::spawn(discard(ops, key));
+        }
+    });
+    ops.lineage.attach(key, bounded.clone());
+    bounded
+}
+
+/// Lets go of the runtime behind `key`, which was given up: a kept runtime
+/// leaves the registry (its id answers `code-runner::expired`), a namespace
+/// runtime leaves its namespace (its functions are unregistered), and what
+/// it published or started goes with it. A runtime in its first call is
+/// closed and retired by that call.
+async fn discard(ops: Arc<Ops>, key: RuntimeKey) {
+    if let Some(kept) = ops.registry.take_by_key(key) {
+        kept.runtime.close().await;
+        tracing::warn!("a kept runtime was discarded; its id now answers expired");
+    } else if let Some(ids) = crate::ops::namespaces::discard(&ops, key).await {
+        tracing::warn!(functions = ?ids, "a namespace runtime was discarded; its functions were unregistered");
+    } else {
+        return;
+    }
+    retire(&ops, key).await;
 }

@@ -146,7 +146,7 @@ mod tests {
 
     fn two_roots() -> (RuntimeKey, RuntimeKey) {
         let lineage = Lineage::default();
-        let begin = || lineage.begin(&Caller::host(), Lasting::No, 32).unwrap();
+        let begin = || lineage.begin(None, Lasting::No, 32).unwrap();
         (begin(), begin())
     }
 
@@ -207,8 +207,8 @@ mod tests {
     #[test]
     fn own_namespaces_are_reserved_for_their_runtime() {
         let lineage = Lineage::default();
-        let a = lineage.begin(&Caller::host(), Lasting::Yes, 32).unwrap();
-        let b = lineage.begin(&Caller::host(), Lasting::No, 32).unwrap();
+        let a = lineage.begin(None, Lasting::Yes, 32).unwrap();
+        let b = lineage.begin(None, Lasting::No, 32).unwrap();
         let ns = lineage.own_namespace(a).unwrap();
         assert_ne!(Some(&ns), lineage.own_namespace(b).as_ref());
         let reserved = lineage.reservation(&ns);

@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use code_runner_core::{Config, DEFAULT_MEMORY_MB, Engine, Lang, RunnerError, RuntimeOptions};
+use code_runner_core::{
+    Bindings, Config, DEFAULT_MEMORY_MB, Engine, Lang, RunnerError, RuntimeOptions,
+};
 use serde_json::{Value, json};
 
 use crate::ids::new_dir_name;
@@ -24,7 +26,9 @@ pub struct Engines {
 }
 
 impl Engines {
-    /// Loads both engines off the async threads and starts filling their pools.
+    /// Loads both engines off the async threads and starts filling their pools
+    /// (a pooled runtime's warm-up turn gets `warm_up_bindings`, the `iii`
+    /// shape of a real turn, from the layer that builds them).
     /// A missing engine is not fatal: its runs answer `code-runner::engine`.
     ///
     /// # Errors
@@ -34,6 +38,7 @@ impl Engines {
         python_dir: Option<PathBuf>,
         runtimes_dir: PathBuf,
         warm_pool: bool,
+        warm_up_bindings: impl Fn(Lang) -> Bindings,
     ) -> Result<Engines, RunnerError> {
         let dir = python_dir.unwrap_or_else(code_runner_python::default_snapshot_dir);
         let limits = code_runner_python::EngineLimits {
@@ -79,7 +84,7 @@ impl Engines {
             let pool = WarmPool::new(
                 engine,
                 template,
-                crate::ops::guest::warm_up_bindings(Lang::Node),
+                warm_up_bindings(Lang::Node),
                 config.warm_pool,
                 engines.dir_root(Lang::Node),
             );

@@ -14,7 +14,7 @@ use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
-use crate::worker::Inner;
+use super::Settings;
 
 /// Quiet time after the last event before reloading: one save is often a
 /// truncate and a write, or a write and a rename.
@@ -26,10 +26,10 @@ pub(crate) struct ConfigWatch {
 }
 
 impl ConfigWatch {
-    /// Watches `file` (its directory must exist) and reloads `inner`'s
+    /// Watches `file` (its directory must exist) and reloads `settings`
     /// settings after each change. `None`, with a warning, when the platform
     /// refuses a watch: `configuration::set` still works then.
-    pub fn start(file: &Path, inner: Weak<Inner>) -> Option<ConfigWatch> {
+    pub fn start(file: &Path, settings: Weak<Settings>) -> Option<ConfigWatch> {
         let name = file.file_name()?.to_os_string();
         let dir = file.parent()?;
         // One pending signal is enough: a reload reads the whole file.
@@ -68,9 +68,11 @@ impl ConfigWatch {
                         Err(_quiet) => break,
                     }
                 }
-                let Some(inner) = inner.upgrade() else { return };
+                let Some(settings) = settings.upgrade() else {
+                    return;
+                };
                 // A refusal is logged by reload itself.
-                let _ = inner.settings.reload().await;
+                let _ = settings.reload().await;
             }
         });
         Some(ConfigWatch { _watcher: watcher })

@@ -36,7 +36,6 @@ use serde_json::Value;
 
 use crate::bus::names::CONFIG_ID;
 use crate::ids::RuntimeKey;
-use crate::worker::Inner;
 
 /// The functions guest code may not call, as the contract spells them.
 /// `x::*` matches `x` itself and every id under `x::`. Ids are compared
@@ -139,7 +138,8 @@ pub fn check(function_id: &str, payload: &Value) -> Result<(), Refusal> {
 /// # Errors
 /// The [`Refusal`] naming the function and the rule.
 pub(crate) fn admit(
-    inner: &Inner,
+    triggers: &GuestTriggers,
+    open_types: &[String],
     root: RuntimeKey,
     function_id: &str,
     payload: &Value,
@@ -151,27 +151,30 @@ pub(crate) fn admit(
     };
     if is_trigger_registration(function_id) {
         let trigger_type = payload.get("trigger_type").and_then(Value::as_str);
-        let open = inner.config().guest_trigger_types;
-        triggers::admit_type(trigger_type, &open).map_err(&refuse)?;
-        inner.guest_triggers.has_room(root).map_err(&refuse)?;
+        triggers::admit_type(trigger_type, open_types).map_err(&refuse)?;
+        triggers.has_room(root).map_err(&refuse)?;
     }
     if is_trigger_unregistration(function_id) {
         let id = payload.get("id").and_then(Value::as_str);
-        inner.guest_triggers.take(root, id).map_err(refuse)?;
+        triggers.take(root, id).map_err(refuse)?;
     }
     Ok(())
 }
 
-/// After a guest call of `function_id` by the lineage `root` answered
-/// `answer`: a trigger it registered is remembered as its own, so it may
-/// unregister it later, while its root lives. (An unregistration forgets
-/// its id when admitted.)
-pub(crate) fn observe(inner: &Inner, root: RuntimeKey, function_id: &str, answer: &Value) {
+/// After a guest call of `function_id` by the lineage `root` (still live)
+/// answered `answer`: a trigger it registered is remembered as its own, so
+/// it may unregister it later, while its root lives. (An unregistration
+/// forgets its id when admitted.)
+pub(crate) fn observe(
+    triggers: &GuestTriggers,
+    root: RuntimeKey,
+    function_id: &str,
+    answer: &Value,
+) {
     if is_trigger_registration(function_id)
         && let Some(id) = answer.get("id").and_then(Value::as_str)
-        && inner.lineage.root(root).is_some()
     {
-        inner.guest_triggers.record(root, id);
+        triggers.record(root, id);
     }
 }
 

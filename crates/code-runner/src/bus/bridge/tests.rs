@@ -174,10 +174,9 @@ fn trigger_types_must_be_opened_by_the_operator() {
 #[test]
 fn a_lineage_removes_only_its_own_triggers() {
     let lineage = crate::runtimes::lineage::Lineage::default();
-    let host = crate::bus::Caller::host();
     let begin = || {
         lineage
-            .begin(&host, crate::runtimes::lineage::Lasting::No, 32)
+            .begin(None, crate::runtimes::lineage::Lasting::No, 32)
             .unwrap()
     };
     let (a, b) = (begin(), begin());

@@ -89,11 +89,10 @@ fn an_id_exists_in_one_language_only() {
 fn namespace_claims_are_exclusive() {
     let (catalog, bus) = (Published::default(), Bus::default());
     let lineage = crate::runtimes::lineage::Lineage::default();
-    let host = crate::bus::Caller::host();
     let lasting = crate::runtimes::lineage::Lasting::No;
     let (a, b) = (
-        lineage.begin(&host, lasting, 32).unwrap(),
-        lineage.begin(&host, lasting, 32).unwrap(),
+        lineage.begin(None, lasting, 32).unwrap(),
+        lineage.begin(None, lasting, 32).unwrap(),
     );
     publish(&catalog, &bus, &id("tools::x"), Owner::Runtime(a)).unwrap();
     publish(&catalog, &bus, &id("tools::y"), Owner::Runtime(a)).unwrap();

@@ -16,7 +16,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
-use serde_json::json;
+use code_runner_core::wire::FunctionsInfoResponse;
+use serde_json::{Value, json};
+use std::future::Future;
 
 pub use body::{
     DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_BUFFERED_BODY_BYTES, JsonBody, MAX_BODY_BYTES,
@@ -25,7 +27,6 @@ pub use body::{
 pub use server::{DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, HttpOptions};
 
 use crate::bus::{CallError, FUNCTION_NOT_FOUND};
-use crate::worker::Worker;
 
 /// The HTTP face of an error: a status and `{"error": {code, message}}`.
 #[derive(Debug)]
@@ -104,19 +105,34 @@ impl IntoResponse for Refusal {
     }
 }
 
+/// What the HTTP API serves: the worker's facade. The composition root
+/// implements it for [`crate::Worker`]; this layer never sees the root.
+pub trait Api: Clone + Send + Sync + 'static {
+    /// Calls bus function `function_id` with `payload`.
+    fn call(
+        &self,
+        function_id: &str,
+        payload: Value,
+    ) -> impl Future<Output = Result<Value, CallError>> + Send;
+    /// Describes every function this worker's bus holds.
+    fn functions(&self) -> impl Future<Output = Result<FunctionsInfoResponse, CallError>> + Send;
+    /// Liveness and load, for `/healthz`.
+    fn health(&self) -> Value;
+}
+
 /// The router over `worker`.
-pub fn app(worker: Worker) -> Router {
+pub fn app<A: Api>(worker: A) -> Router {
     Router::new()
-        .route("/v1/call/{function_id}", post(call))
-        .route("/v1/functions", get(functions))
-        .route("/healthz", get(healthz))
+        .route("/v1/call/{function_id}", post(call::<A>))
+        .route("/v1/functions", get(functions::<A>))
+        .route("/healthz", get(healthz::<A>))
         .merge(crate::edge::ui::routes())
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(worker)
 }
 
-async fn call(
-    State(worker): State<Worker>,
+async fn call<A: Api>(
+    State(worker): State<A>,
     Path(function_id): Path<String>,
     JsonBody(payload): JsonBody,
 ) -> Response {
@@ -126,7 +142,7 @@ async fn call(
     }
 }
 
-async fn functions(State(worker): State<Worker>) -> Response {
+async fn functions<A: Api>(State(worker): State<A>) -> Response {
     match worker.functions().await {
         Ok(listing) => {
             // Serialising a large listing is work too: off the async workers.
@@ -147,7 +163,7 @@ async fn functions(State(worker): State<Worker>) -> Response {
     }
 }
 
-async fn healthz(State(worker): State<Worker>) -> Response {
+async fn healthz<A: Api>(State(worker): State<A>) -> Response {
     axum::Json(worker.health()).into_response()
 }
 
@@ -156,9 +172,9 @@ async fn healthz(State(worker): State<Worker>) -> Response {
 ///
 /// # Errors
 /// None today; the signature leaves room for listener failures.
-pub async fn serve(
+pub async fn serve<A: Api>(
     listener: tokio::net::TcpListener,
-    worker: Worker,
+    worker: A,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     serve_with(listener, worker, HttpOptions::default(), shutdown).await
@@ -169,9 +185,9 @@ pub async fn serve(
 ///
 /// # Errors
 /// `InvalidInput` for an `--allow-origin` that is not an origin.
-pub async fn serve_with(
+pub async fn serve_with<A: Api>(
     listener: tokio::net::TcpListener,
-    worker: Worker,
+    worker: A,
     options: HttpOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {

@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 
 use crate::bus::names::{CONFIG_ID, ON_CONFIG_CHANGE};
 use crate::edge::iii::{Delivery, EngineLink};
+use crate::ops::Ops;
 use crate::settings::{ConfigFile, ConfigStore, config_schema, parse_value};
-use crate::worker::Inner;
 
 /// How long a configuration call to the engine may take.
 const CALL: Duration = Duration::from_secs(10);
@@ -151,7 +151,7 @@ fn registration(initial: Option<&Config>) -> Value {
 
 /// Registers the entry (again) and takes the engine's value: run on every
 /// return to `Connected`.
-pub(crate) async fn ensure_entry(link: &Arc<EngineLink>, inner: &Arc<Inner>) {
+pub(crate) async fn ensure_entry(link: &Arc<EngineLink>, ops: &Arc<Ops>) {
     let existing = link
         .trigger(
             "configuration::get",
@@ -161,7 +161,7 @@ pub(crate) async fn ensure_entry(link: &Arc<EngineLink>, inner: &Arc<Inner>) {
         )
         .await;
     let initial = match &existing {
-        Err(err) if err.code.eq_ignore_ascii_case("NOT_FOUND") => Some(inner.settings.stored()),
+        Err(err) if err.code.eq_ignore_ascii_case("NOT_FOUND") => Some(ops.settings.stored()),
         Err(err) => {
             tracing::warn!(
                 "cannot read the `{CONFIG_ID}` configuration entry from the engine: {}: {}",
@@ -187,7 +187,7 @@ pub(crate) async fn ensure_entry(link: &Arc<EngineLink>, inner: &Arc<Inner>) {
                 "registered the `{CONFIG_ID}` configuration entry on the engine"
             );
             // Apply the engine's value now rather than wait for an event.
-            let _ = inner.settings.reload().await;
+            let _ = ops.settings.reload().await;
         }
         Err(err) => tracing::warn!(
             "the engine refused the `{CONFIG_ID}` configuration entry: {}: {}",

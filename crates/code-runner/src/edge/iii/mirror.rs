@@ -15,7 +15,7 @@ use iii_sdk::{IIIClient, RegisterFunction};
 use serde_json::Value;
 
 use crate::bus::{CallError, Function};
-use crate::worker::Inner;
+use crate::ops::Ops;
 
 /// Ids the engine serves itself: registering them would shadow or collide.
 fn engine_owned(id: &str) -> bool {
@@ -38,8 +38,8 @@ impl Mirror {
     /// Registers new and changed bus functions on the engine and unregisters
     /// the ones the bus no longer holds. Serialized by the lock: the SDK
     /// panics on a duplicate registration in one process.
-    pub(crate) fn sync(&self, client: &IIIClient, inner: &Arc<Inner>) {
-        let wanted: HashMap<String, Function> = inner
+    pub(crate) fn sync(&self, client: &IIIClient, ops: &Arc<Ops>) {
+        let wanted: HashMap<String, Function> = ops
             .bus
             .snapshot()
             .into_iter()
@@ -61,7 +61,7 @@ impl Mirror {
                 continue;
             }
             let fingerprint = fingerprint(&function);
-            let registration = registration(&id, &function, Arc::downgrade(inner));
+            let registration = registration(&id, &function, Arc::downgrade(ops));
             let function_ref = client.register_function(id.clone(), registration);
             tracing::debug!(function = %id, "registered on the engine");
             held.insert(
@@ -77,7 +77,7 @@ impl Mirror {
     /// Drops `id` from the engine-side set and registers it again: the engine
     /// refused it while another worker owned it and does not retry by itself.
     /// Only called once the engine reports no owner, so nothing is taken away.
-    pub(crate) fn reclaim(&self, client: &IIIClient, inner: &Arc<Inner>, id: &str) {
+    pub(crate) fn reclaim(&self, client: &IIIClient, ops: &Arc<Ops>, id: &str) {
         if let Some(entry) = self
             .held
             .lock()
@@ -86,7 +86,7 @@ impl Mirror {
         {
             entry.function.unregister();
         }
-        self.sync(client, inner);
+        self.sync(client, ops);
     }
 
     /// Unregisters everything (shutdown).
@@ -110,21 +110,20 @@ fn fingerprint(function: &Function) -> u64 {
 
 /// The engine-side registration of bus function `id`: the engine's calls go
 /// to the bus, its errors back in the engine's shape with our codes intact.
-fn registration(id: &str, function: &Function, inner: Weak<Inner>) -> RegisterFunction {
+fn registration(id: &str, function: &Function, ops: Weak<Ops>) -> RegisterFunction {
     let id = id.to_string();
     RegisterFunction::new_async(move |payload: Value, metadata: Option<Value>| {
-        let (inner, id) = (inner.clone(), id.clone());
+        let (ops, id) = (ops.clone(), id.clone());
         async move {
-            let inner = inner.upgrade().ok_or_else(|| {
+            let ops = ops.upgrade().ok_or_else(|| {
                 remote(CallError {
                     code: code_runner_core::ErrorCode::Engine.as_str().into(),
                     message: "the worker is shutting down".into(),
                 })
             })?;
             // A guest of another worker stays a guest here (see `remote`).
-            let caller = super::remote::caller(&inner, metadata.as_ref());
-            inner
-                .bus
+            let caller = super::remote::caller(&ops, metadata.as_ref());
+            ops.bus
                 .call_as(&id, strip_injected(payload), caller)
                 .await
                 .map_err(remote)

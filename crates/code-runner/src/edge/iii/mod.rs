@@ -19,7 +19,6 @@ mod routing;
 mod watch;
 
 pub use options::EngineOptions;
-pub(crate) use remote::RemoteGuest;
 pub use routing::{minted_by, scoped_id};
 
 use std::sync::Arc;
@@ -32,7 +31,8 @@ use serde_json::Value;
 
 use crate::bus::CallError;
 use crate::bus::names::INJECT_GUIDANCE;
-use crate::worker::Inner;
+use crate::bus::outbound::{Outbound, RemoteGuest};
+use crate::ops::Ops;
 
 /// A live connection to an engine; cheap to share.
 pub struct EngineLink {
@@ -57,7 +57,7 @@ pub enum Delivery {
 impl EngineLink {
     /// Registers with the engine at `options.url` (the SDK connects in the
     /// background and reconnects forever) and starts mirroring the bus.
-    pub(crate) fn connect(inner: &Arc<Inner>, options: &EngineOptions) -> Arc<EngineLink> {
+    pub(crate) fn connect(ops: &Arc<Ops>, options: &EngineOptions) -> Arc<EngineLink> {
         let client = iii_sdk::register_worker(
             &options.url,
             InitOptions {
@@ -78,14 +78,14 @@ impl EngineLink {
             router: routing::Router::new(),
             bindings: std::sync::Mutex::default(),
         });
-        routing::install(inner, &link);
-        link.mirror.sync(&link.client, inner);
-        inner.settings.use_store(Arc::new(config::EngineStore::new(
+        routing::install(ops, &link);
+        link.mirror.sync(&link.client, ops);
+        ops.settings.use_store(Arc::new(config::EngineStore::new(
             &link,
-            crate::settings::ConfigFile::in_data_dir(inner.data_dir()),
+            crate::settings::ConfigFile::in_data_dir(ops.data_dir()),
         )));
         link.bind(&bindings());
-        watch::watch(&link, inner);
+        watch::watch(&link, ops);
         link
     }
 
@@ -200,6 +200,22 @@ impl EngineLink {
     }
 }
 
+impl Outbound for EngineLink {
+    fn worker_name(&self) -> &str {
+        &self.worker_name
+    }
+
+    fn call<'a>(
+        &'a self,
+        function_id: &'a str,
+        payload: Value,
+        timeout: Duration,
+        guest: Option<RemoteGuest>,
+    ) -> code_runner_core::BoxFuture<'a, Result<Value, CallError>> {
+        Box::pin(self.trigger_as(function_id, payload, timeout, guest))
+    }
+}
+
 /// The bindings every worker makes: its configuration entry's changes to
 /// `code-runner::on-config-change`, its console assets to the console's
 /// `console:script`/`console:style` slots, and the guidance hook to the
@@ -260,7 +276,7 @@ fn from_sdk(function_id: &str, timeout: Duration, err: iii_sdk::Error) -> CallEr
 ///
 /// # Errors
 /// The engine is unreachable within `timeout_ms`; a function's own error is
-/// the inner `Err`.
+/// the ops `Err`.
 pub async fn call_once(
     url: &str,
     function_id: &str,

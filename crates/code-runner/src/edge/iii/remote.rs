@@ -21,39 +21,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use code_runner_core::AbortSignal;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::bus::outbound::RemoteGuest;
 use crate::bus::{Caller, GuestCaller};
 use crate::ids::RuntimeKey;
-use crate::worker::Inner;
+use crate::ops::Ops;
 
 /// The metadata key a guest's lineage travels under.
 pub const METADATA_KEY: &str = "code_runner_guest";
 
-/// The lineage of a guest call, as it crosses the engine.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct RemoteGuest {
-    /// The calling worker's name (filled in by its link).
-    #[serde(default)]
-    pub worker: String,
-    /// The calling worker's name for the caller's tree.
-    pub tree: String,
-    /// Milliseconds left of the calling turn's budget when the call was made.
-    pub left_ms: u64,
-}
-
 impl RemoteGuest {
-    /// The lineage of a call made by guest code `guest` of this worker.
-    pub(crate) fn of(inner: &Inner, guest: &GuestCaller) -> RemoteGuest {
-        let left = guest.deadline.saturating_duration_since(Instant::now());
-        RemoteGuest {
-            worker: String::new(),
-            tree: inner.lineage.tree_name(guest.root),
-            left_ms: u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
-        }
-    }
-
     /// The invocation metadata that carries it, from worker `worker`.
     pub(crate) fn metadata(mut self, worker: &str) -> Value {
         self.worker = worker.to_string();
@@ -72,21 +50,21 @@ impl RemoteGuest {
 /// Who makes an engine call with `metadata`: the host, or a guest of
 /// another worker (see the module's documentation), whose call's node ends
 /// at its deadline, capped by this worker's `max_timeout_ms`.
-pub(crate) fn caller(inner: &Arc<Inner>, metadata: Option<&Value>) -> Caller {
+pub(crate) fn caller(ops: &Arc<Ops>, metadata: Option<&Value>) -> Caller {
     let Some(guest) = RemoteGuest::from_metadata(metadata) else {
         return Caller::host();
     };
-    let max = Duration::from_millis(inner.config().max_timeout_ms);
+    let max = Duration::from_millis(ops.config().max_timeout_ms);
     let left = Duration::from_millis(guest.left_ms).min(max);
     let tree = RuntimeKey::remote_tree(&guest.worker, &guest.tree);
-    let call = inner.lineage.begin_remote(tree);
+    let call = ops.lineage.begin_remote(tree);
     let scope = AbortSignal::new();
-    let ends = (Arc::downgrade(inner), scope.clone());
+    let ends = (Arc::downgrade(ops), scope.clone());
     tokio::spawn(async move {
         tokio::time::sleep(left).await;
         ends.1.abort();
-        if let Some(inner) = ends.0.upgrade() {
-            crate::ops::retire::retire(&inner, call).await;
+        if let Some(ops) = ends.0.upgrade() {
+            crate::ops::retire::retire(&ops, call).await;
         }
     });
     Caller {

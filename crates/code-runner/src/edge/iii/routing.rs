@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use crate::bus::names::{REGISTER_FUNCTION, RUN, TEARDOWN};
 use crate::bus::{CallError, Caller, FUNCTION_NOT_FOUND, Function, Handler};
 use crate::edge::iii::{Delivery, EngineLink};
-use crate::worker::Inner;
+use crate::ops::Ops;
 
 /// The shared ids a front routes.
 pub(crate) const SHARED: [&str; 3] = [RUN, REGISTER_FUNCTION, TEARDOWN];
@@ -131,33 +131,44 @@ async fn list_functions(link: &EngineLink) -> Result<Value, CallError> {
 }
 
 /// Wraps the bus's shared functions with routing and adds the scoped twins.
-pub(crate) fn install(inner: &Arc<Inner>, link: &EngineLink) {
+pub(crate) fn install(ops: &Arc<Ops>, link: &Arc<EngineLink>) {
     for shared in SHARED {
-        let Some(local) = inner.bus.get(shared) else {
+        let Some(local) = ops.bus.get(shared) else {
             continue;
         };
-        inner
-            .bus
+        ops.bus
             .register(&scoped_id(link.worker_name(), shared), local.clone());
         let routed = Function {
-            handler: routed_handler(shared, local.handler.clone(), Arc::downgrade(inner)),
+            handler: routed_handler(
+                shared,
+                local.handler.clone(),
+                Arc::downgrade(ops),
+                Arc::downgrade(link),
+            ),
             ..local
         };
-        inner.bus.register(shared, routed);
+        ops.bus.register(shared, routed);
     }
 }
 
-fn routed_handler(shared: &'static str, local: Handler, inner: std::sync::Weak<Inner>) -> Handler {
+fn routed_handler(
+    shared: &'static str,
+    local: Handler,
+    ops: std::sync::Weak<Ops>,
+    link: std::sync::Weak<EngineLink>,
+) -> Handler {
     Arc::new(move |payload: Value, caller: Caller| {
-        let (local, inner) = (local.clone(), inner.clone());
+        let (local, ops, link) = (local.clone(), ops.clone(), link.clone());
         Box::pin(async move {
-            let link = inner
+            // Routed once the worker has joined the engine (its way out is set).
+            let link = ops
                 .upgrade()
-                .and_then(|inner| Some((inner.engine_link.get()?.clone(), inner)));
+                .filter(|ops| ops.outbound.get().is_some())
+                .zip(link.upgrade());
             match link {
                 // A guest's own call stays here, charged to its runtime.
-                Some((link, inner)) if caller.guest.is_none() => {
-                    route(shared, &inner, &link, local, payload).await
+                Some((ops, link)) if caller.guest.is_none() => {
+                    route(shared, &ops, &link, local, payload).await
                 }
                 _ => local(payload, caller).await,
             }
@@ -168,13 +179,13 @@ fn routed_handler(shared: &'static str, local: Handler, inner: std::sync::Weak<I
 /// Where a shared call goes: this worker's own function, or a peer's scoped twin.
 async fn route(
     shared: &str,
-    inner: &Arc<Inner>,
+    ops: &Arc<Ops>,
     link: &Arc<EngineLink>,
     local: Handler,
     payload: Value,
 ) -> Result<Value, CallError> {
     let me = link.worker_name();
-    let budget = Duration::from_millis(inner.config().max_timeout_ms) + FORWARD_MARGIN;
+    let budget = Duration::from_millis(ops.config().max_timeout_ms) + FORWARD_MARGIN;
     let forward = |worker: String, payload: Value| async move {
         link.trigger(&scoped_id(&worker, shared), payload, budget, Delivery::Call)
             .await

@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::{Delivery, EngineLink, config, routing};
-use crate::worker::Inner;
+use crate::ops::Ops;
 
 /// How often the link looks at the connection state (the SDK has no callback).
 const STATE_POLL: Duration = Duration::from_millis(200);
@@ -16,31 +16,28 @@ const CLAIM_EVERY: Duration = Duration::from_secs(3);
 
 /// Follows the bus and the connection until the worker or the link is
 /// gone: three loops, so a slow call in one never hides an event from another.
-pub(super) fn watch(link: &Arc<EngineLink>, inner: &Arc<Inner>) {
-    tokio::spawn(follow_bus(Arc::downgrade(link), Arc::downgrade(inner)));
-    tokio::spawn(follow_connection(
-        Arc::downgrade(link),
-        Arc::downgrade(inner),
-    ));
-    tokio::spawn(keep_claims(Arc::downgrade(link), Arc::downgrade(inner)));
+pub(super) fn watch(link: &Arc<EngineLink>, ops: &Arc<Ops>) {
+    tokio::spawn(follow_bus(Arc::downgrade(link), Arc::downgrade(ops)));
+    tokio::spawn(follow_connection(Arc::downgrade(link), Arc::downgrade(ops)));
+    tokio::spawn(keep_claims(Arc::downgrade(link), Arc::downgrade(ops)));
 }
 
 /// Mirrors every bus change onto the engine.
-async fn follow_bus(link: Weak<EngineLink>, inner: Weak<Inner>) {
-    let Some(mut changes) = inner.upgrade().map(|inner| inner.bus.subscribe()) else {
+async fn follow_bus(link: Weak<EngineLink>, ops: Weak<Ops>) {
+    let Some(mut changes) = ops.upgrade().map(|ops| ops.bus.subscribe()) else {
         return;
     };
     while changes.changed().await.is_ok() {
-        let (Some(link), Some(inner)) = (link.upgrade(), inner.upgrade()) else {
+        let (Some(link), Some(ops)) = (link.upgrade(), ops.upgrade()) else {
             return;
         };
-        link.mirror.sync(&link.client, &inner);
+        link.mirror.sync(&link.client, &ops);
     }
 }
 
 /// Logs the connection's comings and goings, and registers the
 /// configuration entry again on every return (the SDK does not replay it).
-async fn follow_connection(link: Weak<EngineLink>, inner: Weak<Inner>) {
+async fn follow_connection(link: Weak<EngineLink>, ops: Weak<Ops>) {
     let mut was_connected = false;
     loop {
         tokio::time::sleep(STATE_POLL).await;
@@ -48,9 +45,9 @@ async fn follow_connection(link: Weak<EngineLink>, inner: Weak<Inner>) {
         let connected = link.connected();
         if connected && !was_connected {
             tracing::info!(worker = %link.worker_name, "connected to the iii engine");
-            let Some(inner) = inner.upgrade() else { return };
+            let Some(ops) = ops.upgrade() else { return };
             let link = link.clone();
-            tokio::spawn(async move { config::ensure_entry(&link, &inner).await });
+            tokio::spawn(async move { config::ensure_entry(&link, &ops).await });
         } else if !connected && was_connected {
             tracing::warn!(worker = %link.worker_name, state = link.state(), "lost the iii engine; reconnecting");
         }
@@ -61,27 +58,27 @@ async fn follow_connection(link: Weak<EngineLink>, inner: Weak<Inner>) {
 /// While connected: claims shared ids left without an owner, and checks
 /// now and then that the configuration entry still has its schema (an
 /// engine restart faster than [`STATE_POLL`] would otherwise go unseen).
-async fn keep_claims(link: Weak<EngineLink>, inner: Weak<Inner>) {
+async fn keep_claims(link: Weak<EngineLink>, ops: Weak<Ops>) {
     let mut rounds = 0u32;
     loop {
         tokio::time::sleep(CLAIM_EVERY).await;
-        let (Some(link), Some(inner)) = (link.upgrade(), inner.upgrade()) else {
+        let (Some(link), Some(ops)) = (link.upgrade(), ops.upgrade()) else {
             return;
         };
         if !link.connected() {
             continue;
         }
-        claim_shared(&link, &inner).await;
+        claim_shared(&link, &ops).await;
         rounds = rounds.wrapping_add(1);
         if rounds.is_multiple_of(10) && !config::entry_has_schema(&link).await {
-            config::ensure_entry(&link, &inner).await;
+            config::ensure_entry(&link, &ops).await;
         }
     }
 }
 
 /// Registers the shared ids again where the engine shows no owner: the
 /// front that held them left, and the engine does not hand them on.
-async fn claim_shared(link: &Arc<EngineLink>, inner: &Arc<Inner>) {
+async fn claim_shared(link: &Arc<EngineLink>, ops: &Arc<Ops>) {
     for id in routing::SHARED {
         let info = link
             .trigger(
@@ -98,9 +95,9 @@ async fn claim_shared(link: &Arc<EngineLink>, inner: &Arc<Inner>) {
             }
             Ok(value) => value.is_null(),
         };
-        if unowned && inner.bus.contains(id) {
+        if unowned && ops.bus.contains(id) {
             tracing::info!(function = %id, worker = %link.worker_name, "claiming a shared function left without an owner");
-            link.mirror.reclaim(&link.client, inner, id);
+            link.mirror.reclaim(&link.client, ops, id);
         }
     }
 }

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::bus::catalog::Owner;
 use crate::ids::RuntimeKey;
-use crate::worker::Inner;
+use crate::ops::Ops;
 use register::register_from_guest;
 use trigger::trigger;
 
@@ -47,14 +47,14 @@ impl GuestContext {
     /// The context of the live runtime `key`, a namespace runtime of
     /// `namespace` or (`None`) a plain runtime, whose `iii.namespace` is its
     /// own: the same string every turn, for as long as it lives.
-    pub fn of(inner: &Inner, key: RuntimeKey, lang: Lang, namespace: Option<String>) -> Self {
+    pub fn of(ops: &Ops, key: RuntimeKey, lang: Lang, namespace: Option<String>) -> Self {
         let iii_namespace = namespace
             .clone()
-            .or_else(|| inner.lineage.own_namespace(key))
+            .or_else(|| ops.lineage.own_namespace(key))
             .unwrap_or_default();
         GuestContext {
             key,
-            root: inner.lineage.root(key).unwrap_or(key),
+            root: ops.lineage.root(key).unwrap_or(key),
             lang,
             namespace,
             iii_namespace,
@@ -126,21 +126,21 @@ impl std::ops::Deref for GuestBindings {
 }
 
 /// The guest's `iii` for a turn on the runtime described by `ctx`.
-pub(crate) fn bindings(inner: Weak<Inner>, ctx: GuestContext) -> GuestBindings {
+pub(crate) fn bindings(ops: Weak<Ops>, ctx: GuestContext) -> GuestBindings {
     let scope = ctx.scope.clone();
     let ctx = Arc::new(ctx);
     let in_flight = Arc::new(AtomicUsize::new(0));
     let namespace = Value::String(ctx.iii_namespace.clone());
     let mut iii = BindingNamespace::new("iii")
         .function("trigger", {
-            let (inner, ctx) = (inner.clone(), ctx.clone());
-            move |args, call| trigger(inner.clone(), ctx.clone(), in_flight.clone(), args, call)
+            let (ops, ctx) = (ops.clone(), ctx.clone());
+            move |args, call| trigger(ops.clone(), ctx.clone(), in_flight.clone(), args, call)
         })
         .value("namespace", namespace)
         .error_class("IIIError", "member");
     if ctx.lang == Lang::Node {
         iii = iii.registrar("registerFunction", move |args, _call| {
-            register_from_guest(inner.clone(), ctx.clone(), args)
+            register_from_guest(ops.clone(), ctx.clone(), args)
         });
     }
     GuestBindings {

@@ -11,8 +11,8 @@ use super::{GuestContext, binding_error};
 use crate::bus::catalog::{check_description, check_format};
 use crate::bus::naming::FunctionId;
 use crate::bus::payload::parse;
+use crate::ops::Ops;
 use crate::ops::tenancy::{Claimant, may_register_reserved};
-use crate::worker::Inner;
 
 /// The registrar's arguments: `iii.registerFunction(id, handler, options?)`.
 #[derive(Deserialize)]
@@ -43,11 +43,11 @@ struct RegistrarOptions {
 /// the whole namespace for it until it ends; another runtime's own
 /// namespace is refused while that runtime lives.
 pub(super) async fn register_from_guest(
-    inner: Weak<Inner>,
+    ops: Weak<Ops>,
     ctx: Arc<GuestContext>,
     args: Value,
 ) -> Result<Value, BindingError> {
-    let inner = inner
+    let ops = ops
         .upgrade()
         .ok_or_else(|| BindingError::message("the worker is shutting down"))?;
     let call: RegistrarCall = parse(args).map_err(|err| {
@@ -66,7 +66,7 @@ pub(super) async fn register_from_guest(
     if ctx.namespace.is_none() {
         may_register_reserved(
             id.namespace(),
-            inner.lineage.reservation(id.namespace()),
+            ops.lineage.reservation(id.namespace()),
             Claimant::Runtime(ctx.key),
         )
         .map_err(binding_error)?;
@@ -84,16 +84,15 @@ pub(super) async fn register_from_guest(
     let response_schema =
         check_format("response_format", options.response_format).map_err(binding_error)?;
     let function = crate::ops::invoke::published_function(
-        &inner,
+        &ops,
         &id,
         Lang::Node,
         description,
         request_schema,
         response_schema,
     );
-    inner
-        .published
-        .publish(&id, ctx.owner(), Lang::Node, function, &inner.bus)
+    ops.published
+        .publish(&id, ctx.owner(), Lang::Node, function, &ops.bus)
         .map_err(binding_error)?;
     Ok(json!({ "function_id": id.as_str(), "registered": true }))
 }
@@ -137,7 +136,7 @@ mod tests {
             .await
             .unwrap();
         let id = answer["runtime_id"].as_str().unwrap().to_string();
-        let key = worker.inner().registry.get(&id).unwrap().key;
+        let key = worker.ops().registry.get(&id).unwrap().key;
         (id, key)
     }
 
@@ -146,7 +145,7 @@ mod tests {
         context: GuestContext,
         args: Value,
     ) -> Result<Value, BindingError> {
-        let bindings = bindings(Arc::downgrade(worker.inner()), context);
+        let bindings = bindings(Arc::downgrade(worker.ops()), context);
         let registrar = bindings
             .lookup("iii", "registerFunction")
             .expect("node runtimes get a registrar");
@@ -160,7 +159,7 @@ mod tests {
     }
 
     fn node(worker: &Worker, key: RuntimeKey, namespace: Option<&str>) -> GuestContext {
-        GuestContext::of(worker.inner(), key, Lang::Node, namespace.map(String::from))
+        GuestContext::of(worker.ops(), key, Lang::Node, namespace.map(String::from))
     }
 
     /// Python's `iii` has no registrar; node's does, beside trigger and namespace.
@@ -169,12 +168,12 @@ mod tests {
         let (worker, _temp) = worker().await;
         let (_, key) = kept(&worker).await;
         let python = bindings(
-            Arc::downgrade(worker.inner()),
-            GuestContext::of(worker.inner(), key, Lang::Python, None),
+            Arc::downgrade(worker.ops()),
+            GuestContext::of(worker.ops(), key, Lang::Python, None),
         );
         assert!(python.lookup("iii", "registerFunction").is_none());
         assert!(python.lookup("iii", "trigger").is_some());
-        let node = bindings(Arc::downgrade(worker.inner()), node(&worker, key, None));
+        let node = bindings(Arc::downgrade(worker.ops()), node(&worker, key, None));
         assert!(node.namespaces()[0].registrars.contains("registerFunction"));
     }
 
@@ -280,13 +279,13 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.code, "code-runner::invalid_request");
         assert!(err.message.contains("runtime_id"), "{}", err.message);
-        assert!(worker.inner().lineage.runtime(a).is_some());
+        assert!(worker.ops().lineage.runtime(a).is_some());
         let torn = worker
             .call("code-runner::teardown", json!({"runtime_id": a_id}))
             .await
             .unwrap();
         assert_eq!(torn["unregistered"], json!(["tools::x"]));
-        assert!(worker.inner().lineage.runtime(a).is_none());
+        assert!(worker.ops().lineage.runtime(a).is_none());
         register(&worker, node(&worker, b, None), json!({"id": "tools::y"}))
             .await
             .unwrap();
@@ -300,10 +299,7 @@ mod tests {
         let (_, a) = kept(&worker).await;
         let (b_id, b) = kept(&worker).await;
         let b_ns = node(&worker, b, None).iii_namespace;
-        assert_eq!(
-            Some(&b_ns),
-            worker.inner().lineage.own_namespace(b).as_ref()
-        );
+        assert_eq!(Some(&b_ns), worker.ops().lineage.own_namespace(b).as_ref());
         let err = register(
             &worker,
             node(&worker, a, None),

@@ -12,10 +12,10 @@ use serde_json::Value;
 use super::{GuestContext, binding_error};
 use crate::bus::bridge;
 use crate::bus::names::RUN;
+use crate::bus::outbound::RemoteGuest;
 use crate::bus::payload::parse;
 use crate::bus::{CallError, Caller, GuestCaller};
-use crate::edge::iii::RemoteGuest;
-use crate::worker::Inner;
+use crate::ops::Ops;
 
 /// Fire-and-forget calls one turn may have in flight; one more is refused.
 pub const MAX_FIRE_AND_FORGET: usize = 16;
@@ -54,24 +54,29 @@ const RUN_DEADLINE_NEAR: Duration = Duration::from_millis(50);
 /// `iii.trigger`: a bus call that passes the bridge first, whose budget is
 /// clamped to what is left of the calling turn.
 pub(super) async fn trigger(
-    inner: Weak<Inner>,
+    ops: Weak<Ops>,
     ctx: Arc<GuestContext>,
     in_flight: Arc<AtomicUsize>,
     args: Value,
     call: BindingCall,
 ) -> Result<Value, BindingError> {
-    let inner = inner
+    let ops = ops
         .upgrade()
         .ok_or_else(|| BindingError::message("the worker is shutting down"))?;
     let request: TriggerRequest = parse(args)
         .map_err(|err| BindingError::message(format!("iii.trigger: {}", err.message)))?;
-    bridge::admit(&inner, ctx.root, &request.function_id, &request.payload).map_err(|refusal| {
-        BindingError {
-            code: Some(bridge::FORBIDDEN.into()),
-            message: refusal.to_string(),
-        }
+    bridge::admit(
+        &ops.guest_triggers,
+        &ops.config().guest_trigger_types,
+        ctx.root,
+        &request.function_id,
+        &request.payload,
+    )
+    .map_err(|refusal| BindingError {
+        code: Some(bridge::FORBIDDEN.into()),
+        message: refusal.to_string(),
     })?;
-    if inner.published.owner_of(&request.function_id) == Some(ctx.owner()) {
+    if ops.published.owner_of(&request.function_id) == Some(ctx.owner()) {
         return Err(binding_error(RunnerError::invalid(format!(
             "iii.trigger({}): that function is served by this same runtime, which runs one turn at a time; call its handler directly",
             request.function_id
@@ -98,7 +103,7 @@ pub(super) async fn trigger(
         let asked = map
             .get("timeout_ms")
             .and_then(Value::as_u64)
-            .unwrap_or(inner.config().default_timeout_ms);
+            .unwrap_or(ops.config().default_timeout_ms);
         let clamped = asked
             .min(u64::try_from(budget.as_millis()).unwrap_or(u64::MAX))
             .max(1);
@@ -107,7 +112,7 @@ pub(super) async fn trigger(
     let function_id = request.function_id;
     match request.action {
         None => {
-            let answer = route(&inner, &function_id, payload, caller, budget).await;
+            let answer = route(&ops, &function_id, payload, caller, budget).await;
             let timed_out = match &answer {
                 Err(_) => true,
                 Ok(Err(err)) => err.code == ErrorCode::Timeout.as_str(),
@@ -156,7 +161,7 @@ pub(super) async fn trigger(
                 )));
             }
             tokio::spawn(async move {
-                if let Ok(Err(err)) = route(&inner, &function_id, payload, caller, budget).await {
+                if let Ok(Err(err)) = route(&ops, &function_id, payload, caller, budget).await {
                     tracing::debug!(function = %function_id, code = %err.code, "a fire-and-forget call failed");
                 }
                 in_flight.fetch_sub(1, Ordering::SeqCst);
@@ -178,10 +183,23 @@ fn is_run(id: &str) -> bool {
     id == RUN || (id.starts_with("code-runner@") && id.ends_with("::run"))
 }
 
+/// The lineage of a call made by guest code `guest` of this worker, as it
+/// crosses to another worker.
+fn remote_guest(ops: &Ops, guest: &GuestCaller) -> RemoteGuest {
+    let left = guest
+        .deadline
+        .saturating_duration_since(std::time::Instant::now());
+    RemoteGuest {
+        worker: String::new(),
+        tree: ops.lineage.tree_name(guest.root),
+        left_ms: u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+    }
+}
+
 /// Calls `function_id` as `caller`, waiting at most `budget`: on this
 /// worker's bus when it holds the id, else through the engine (when linked).
 async fn route(
-    inner: &Inner,
+    ops: &Ops,
     function_id: &str,
     payload: Value,
     caller: Caller,
@@ -189,17 +207,19 @@ async fn route(
 ) -> Result<Result<Value, CallError>, tokio::time::error::Elapsed> {
     let root = caller.guest.as_ref().map(|g| g.root);
     let call = async {
-        match inner.engine_for(function_id) {
-            Some(link) => {
-                let guest = caller.guest.as_ref().map(|g| RemoteGuest::of(inner, g));
-                link.trigger_as(function_id, payload, budget, guest).await
+        match ops.outbound_for(function_id) {
+            Some(out) => {
+                let guest = caller.guest.as_ref().map(|g| remote_guest(ops, g));
+                out.call(function_id, payload, budget, guest).await
             }
-            None => inner.bus.call_as(function_id, payload, caller).await,
+            None => ops.bus.call_as(function_id, payload, caller).await,
         }
     };
     let answer = tokio::time::timeout(budget, call).await;
-    if let (Some(root), Ok(Ok(value))) = (root, &answer) {
-        bridge::observe(inner, root, function_id, value);
+    if let (Some(root), Ok(Ok(value))) = (root, &answer)
+        && ops.lineage.root(root).is_some()
+    {
+        bridge::observe(&ops.guest_triggers, root, function_id, value);
     }
     answer
 }

@@ -4,10 +4,10 @@
 //! Engines stop their own turns at the deadline; this is the backstop for
 //! when one fails to (a guest that caught the engine's own code in a loop).
 //! Every runtime a run, a registration or a call of a published function
-//! uses is a [`Bounded`] ([`attach`]): a turn still unanswered
+//! uses is a [`Bounded`] (`ops::retire::attach`): a turn still unanswered
 //! [`TURN_GRACE`] past its deadline answers `code-runner::timeout`, its
 //! runtime is discarded (closed in the background, never awaited by a
-//! caller) and the worker lets go of it ([`discard`]: a kept id then
+//! caller) and the worker lets go of it (`ops::retire::discard`: a kept id then
 //! answers `code-runner::expired`, a namespace loses its runtime and its
 //! functions), so its slot is free again. A thread stuck in a loop costs a
 //! core until the engine's close stops it; it holds no slot and no request.
@@ -22,9 +22,6 @@ use std::time::Duration;
 
 use code_runner_core::caps::{Stream, StreamBuffer};
 use code_runner_core::{BoxFuture, Fault, Lang, Runtime, Task, TurnEnding, TurnOutcome, TurnSpec};
-
-use crate::ids::RuntimeKey;
-use crate::worker::Inner;
 
 /// How long past its deadline a turn may go unanswered before the worker
 /// gives its runtime up.
@@ -147,40 +144,6 @@ fn outcome(cap: Option<usize>, fault: Fault) -> TurnOutcome {
         ending: TurnEnding::Faulted(fault),
         denied: false,
     }
-}
-
-/// Bounds `runtime`, the runtime behind lineage key `key`, and records it
-/// there; the worker uses what this returns from then on.
-pub(crate) fn attach(
-    inner: &Arc<Inner>,
-    key: RuntimeKey,
-    runtime: Arc<dyn Runtime>,
-) -> Arc<dyn Runtime> {
-    let weak = Arc::downgrade(inner);
-    let bounded: Arc<dyn Runtime> = Bounded::new(runtime, move || {
-        if let Some(inner) = weak.upgrade() {
-            tokio::spawn(discard(inner, key));
-        }
-    });
-    inner.lineage.attach(key, bounded.clone());
-    bounded
-}
-
-/// Lets go of the runtime behind `key`, which was given up: a kept runtime
-/// leaves the registry (its id answers `code-runner::expired`), a namespace
-/// runtime leaves its namespace (its functions are unregistered), and what
-/// it published or started goes with it. A runtime in its first call is
-/// closed and retired by that call.
-async fn discard(inner: Arc<Inner>, key: RuntimeKey) {
-    if let Some(kept) = inner.registry.take_by_key(key) {
-        kept.runtime.close().await;
-        tracing::warn!("a kept runtime was discarded; its id now answers expired");
-    } else if let Some(ids) = crate::ops::namespaces::discard(&inner, key).await {
-        tracing::warn!(functions = ?ids, "a namespace runtime was discarded; its functions were unregistered");
-    } else {
-        return;
-    }
-    crate::ops::retire::retire(&inner, key).await;
 }
 
 #[cfg(test)]

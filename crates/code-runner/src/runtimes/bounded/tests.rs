@@ -118,13 +118,12 @@ async fn run_within_gives_up_and_fires_the_signal() {
 
 mod in_a_worker {
     use super::Stuck;
-    use crate::bus::Caller;
     use crate::bus::catalog::Owner;
     use crate::bus::names::RUN;
     use crate::bus::naming::FunctionId;
     use crate::ops::invoke::published_function;
     use crate::ops::namespaces::NamespaceRuntime;
-    use crate::runtimes::bounded::attach;
+    use crate::ops::retire::attach;
     use crate::runtimes::lineage::Lasting;
     use crate::runtimes::registry::WorkDir;
     use crate::{Worker, WorkerOptions};
@@ -157,7 +156,7 @@ mod in_a_worker {
 
     async fn slots_free(worker: &Worker) {
         let started = Instant::now();
-        while worker.inner().registry.used() > 0 {
+        while worker.ops().registry.used() > 0 {
             assert!(
                 started.elapsed() < Duration::from_secs(10),
                 "a slot stayed held"
@@ -171,11 +170,8 @@ mod in_a_worker {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_kept_runtime_given_up_expires_and_frees_its_slot() {
         let (worker, temp) = worker().await;
-        let inner = worker.inner();
-        let key = inner
-            .lineage
-            .begin(&Caller::host(), Lasting::Yes, 32)
-            .unwrap();
+        let inner = worker.ops();
+        let key = inner.lineage.begin(None, Lasting::Yes, 32).unwrap();
         let own = inner.lineage.own_namespace(key).expect("its own namespace");
         let slot = inner.registry.acquire(32).unwrap();
         let runtime = attach(inner, key, stuck());
@@ -206,8 +202,8 @@ mod in_a_worker {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_namespace_runtime_given_up_loses_its_functions() {
         let (worker, temp) = worker().await;
-        let inner = worker.inner();
-        let key = inner.lineage.begin_namespace(&Caller::host(), 32).unwrap();
+        let inner = worker.ops();
+        let key = inner.lineage.begin_namespace(None, 32).unwrap();
         let slot = inner.registry.acquire(32).unwrap();
         let runtime = attach(inner, key, stuck());
         let dir = WorkDir::create(temp.path().join("stuck")).unwrap();

@@ -32,7 +32,6 @@ use std::sync::{Arc, Mutex};
 
 use code_runner_core::{ErrorCode, RunnerError, Runtime};
 
-use crate::bus::Caller;
 pub use crate::ids::RuntimeKey;
 
 /// A namespace reserved as a live plain runtime's own (its `iii.namespace`).
@@ -86,8 +85,19 @@ pub struct Lineage {
     salt: std::sync::OnceLock<String>,
 }
 
+/// The runtime whose guest code asks for a new one (its lineage key and the
+/// root of its tree); `None` for a host call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parent {
+    /// The calling runtime.
+    pub runtime: RuntimeKey,
+    /// The top of its lineage.
+    pub root: RuntimeKey,
+}
+
 impl Lineage {
-    /// A node for a runtime about to boot on behalf of `caller`.
+    /// A node for a runtime about to boot on behalf of `parent`'s guest
+    /// code, or of a host call (`None`).
     ///
     /// A host call's runtime is a root. A guest call's is a child of the
     /// calling runtime, charged to the caller's root while it lives (a
@@ -100,25 +110,25 @@ impl Lineage {
     /// [`nested_share`] of `max_runtimes`.
     pub fn begin(
         &self,
-        caller: &Caller,
+        parent: Option<Parent>,
         lasting: Lasting,
         max_runtimes: usize,
     ) -> Result<RuntimeKey, RunnerError> {
-        self.begin_node(caller, lasting, max_runtimes, true)
+        self.begin_node(parent, lasting, max_runtimes, true)
     }
 
     /// [`Lineage::begin`], with a namespace of its own for the runtime when
     /// `own_namespace` (a plain runtime's; a namespace runtime has its namespace).
     fn begin_node(
         &self,
-        caller: &Caller,
+        parent: Option<Parent>,
         lasting: Lasting,
         max_runtimes: usize,
         own_namespace: bool,
     ) -> Result<RuntimeKey, RunnerError> {
         let key = RuntimeKey::new(self.next.fetch_add(1, Ordering::SeqCst));
         let mut nodes = self.lock();
-        let node = match &caller.guest {
+        let node = match parent {
             None => Node {
                 parent: None,
                 root: key,
@@ -203,12 +213,12 @@ impl Lineage {
     /// namespace runtimes already hold their share.
     pub fn begin_namespace(
         &self,
-        caller: &Caller,
+        parent: Option<Parent>,
         max_runtimes: usize,
     ) -> Result<RuntimeKey, RunnerError> {
-        let key = self.begin_node(caller, Lasting::Yes, max_runtimes, false)?;
+        let key = self.begin_node(parent, Lasting::Yes, max_runtimes, false)?;
         let mut nodes = self.lock();
-        if caller.guest.is_some() {
+        if parent.is_some() {
             let share = nested_share(max_runtimes);
             let held = nodes.values().filter(|n| n.guest_namespace).count();
             if held >= share {
@@ -227,7 +237,7 @@ impl Lineage {
         if let Some(node) = nodes.get_mut(&key) {
             node.parent = None;
             node.root = key;
-            node.guest_namespace = caller.guest.is_some();
+            node.guest_namespace = parent.is_some();
         }
         Ok(key)
     }

@@ -1,19 +1,12 @@
 //! The lineage's charging rules, by unit.
 
 use super::*;
-use crate::bus::GuestCaller;
-use std::time::Instant;
 
-fn guest(lineage: &Lineage, runtime: RuntimeKey) -> Caller {
-    Caller {
-        guest: Some(GuestCaller {
-            runtime,
-            root: lineage.root(runtime).unwrap(),
-            namespace: None,
-            deadline: Instant::now(),
-            scope: code_runner_core::AbortSignal::new(),
-        }),
-    }
+fn guest(lineage: &Lineage, runtime: RuntimeKey) -> Option<Parent> {
+    Some(Parent {
+        runtime,
+        root: lineage.root(runtime).unwrap(),
+    })
 }
 
 /// A tree may hold its share and no more, nested runs in progress and
@@ -21,22 +14,20 @@ fn guest(lineage: &Lineage, runtime: RuntimeKey) -> Caller {
 #[test]
 fn nested_keeps_are_bounded_by_the_share() {
     let lineage = Lineage::default();
-    let root = lineage.begin(&Caller::host(), Lasting::No, 16).unwrap();
+    let root = lineage.begin(None, Lasting::No, 16).unwrap();
     assert_eq!(nested_share(16), 2);
     let a = lineage
-        .begin(&guest(&lineage, root), Lasting::Yes, 16)
+        .begin(guest(&lineage, root), Lasting::Yes, 16)
         .unwrap();
     // A grandchild counts against the same root.
-    let b = lineage
-        .begin(&guest(&lineage, a), Lasting::Yes, 16)
-        .unwrap();
+    let b = lineage.begin(guest(&lineage, a), Lasting::Yes, 16).unwrap();
     let err = lineage
-        .begin(&guest(&lineage, root), Lasting::Yes, 16)
+        .begin(guest(&lineage, root), Lasting::Yes, 16)
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::Capacity);
     assert!(err.message.contains("at most 2"), "{}", err.message);
     let err = lineage
-        .begin(&guest(&lineage, b), Lasting::No, 16)
+        .begin(guest(&lineage, b), Lasting::No, 16)
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::Capacity);
     assert!(
@@ -46,19 +37,19 @@ fn nested_keeps_are_bounded_by_the_share() {
     );
     lineage.end(b);
     assert_eq!(lineage.charged(root), 1);
-    let one_shot = lineage.begin(&guest(&lineage, a), Lasting::No, 16).unwrap();
+    let one_shot = lineage.begin(guest(&lineage, a), Lasting::No, 16).unwrap();
     assert_eq!(lineage.charged(root), 2);
     lineage.end(one_shot);
     assert!(
         lineage
-            .begin(&guest(&lineage, root), Lasting::Yes, 16)
+            .begin(guest(&lineage, root), Lasting::Yes, 16)
             .is_ok()
     );
     // Another host call's tree has a share of its own.
-    let other = lineage.begin(&Caller::host(), Lasting::Yes, 16).unwrap();
+    let other = lineage.begin(None, Lasting::Yes, 16).unwrap();
     assert!(
         lineage
-            .begin(&guest(&lineage, other), Lasting::Yes, 16)
+            .begin(guest(&lineage, other), Lasting::Yes, 16)
             .is_ok()
     );
     assert_eq!(nested_share(1), 1);
@@ -72,21 +63,18 @@ fn remote_calls_of_one_tree_share_its_share() {
     let tree = RuntimeKey::remote_tree("worker-a", "abc.7");
     assert_ne!(tree, RuntimeKey::remote_tree("worker-a", "abc.8"));
     assert_ne!(tree, RuntimeKey::PLACEHOLDER);
-    let remote = |call: RuntimeKey| Caller {
-        guest: Some(GuestCaller {
+    let remote = |call: RuntimeKey| {
+        Some(Parent {
             runtime: call,
             root: tree,
-            namespace: None,
-            deadline: Instant::now(),
-            scope: code_runner_core::AbortSignal::new(),
-        }),
+        })
     };
     for _ in 0..4 {
         let call = lineage.begin_remote(tree);
-        lineage.begin(&remote(call), Lasting::Yes, 32).unwrap();
+        lineage.begin(remote(call), Lasting::Yes, 32).unwrap();
     }
     let call = lineage.begin_remote(tree);
-    let err = lineage.begin(&remote(call), Lasting::Yes, 32).unwrap_err();
+    let err = lineage.begin(remote(call), Lasting::Yes, 32).unwrap_err();
     assert_eq!(err.code, ErrorCode::Capacity);
     assert_eq!(lineage.charged(tree), 4);
     assert!(lineage.tree_name(call).ends_with(&format!(".{}", call.0)));
@@ -97,13 +85,13 @@ fn remote_calls_of_one_tree_share_its_share() {
 #[test]
 fn ending_a_parent_orphans_its_children() {
     let lineage = Lineage::default();
-    let root = lineage.begin(&Caller::host(), Lasting::Yes, 32).unwrap();
+    let root = lineage.begin(None, Lasting::Yes, 32).unwrap();
     let caller = guest(&lineage, root);
-    let child = lineage.begin(&caller, Lasting::Yes, 32).unwrap();
+    let child = lineage.begin(caller, Lasting::Yes, 32).unwrap();
     assert!(!lineage.is_orphaned(child));
     assert_eq!(lineage.end(root), vec![child]);
     assert!(lineage.is_orphaned(child));
-    let err = lineage.begin(&caller, Lasting::No, 32).unwrap_err();
+    let err = lineage.begin(caller, Lasting::No, 32).unwrap_err();
     assert_eq!(err.code, ErrorCode::Expired);
 }
 
@@ -112,8 +100,8 @@ fn ending_a_parent_orphans_its_children() {
 #[test]
 fn namespace_runtimes_are_roots_charged_to_the_guest() {
     let lineage = Lineage::default();
-    let root = lineage.begin(&Caller::host(), Lasting::No, 32).unwrap();
-    let ns = lineage.begin_namespace(&guest(&lineage, root), 32).unwrap();
+    let root = lineage.begin(None, Lasting::No, 32).unwrap();
+    let ns = lineage.begin_namespace(guest(&lineage, root), 32).unwrap();
     assert_eq!(lineage.root(ns), Some(ns));
     assert_eq!(lineage.charged(root), 1);
     assert!(lineage.end(root).is_empty(), "not a child of the guest");
@@ -128,19 +116,19 @@ fn guest_namespace_runtimes_are_bounded_across_trees() {
     let lineage = Lineage::default();
     let mut made = Vec::new();
     for _ in 0..4 {
-        let root = lineage.begin(&Caller::host(), Lasting::No, 32).unwrap();
-        made.push(lineage.begin_namespace(&guest(&lineage, root), 32).unwrap());
+        let root = lineage.begin(None, Lasting::No, 32).unwrap();
+        made.push(lineage.begin_namespace(guest(&lineage, root), 32).unwrap());
         lineage.end(root);
     }
-    let root = lineage.begin(&Caller::host(), Lasting::No, 32).unwrap();
+    let root = lineage.begin(None, Lasting::No, 32).unwrap();
     let err = lineage
-        .begin_namespace(&guest(&lineage, root), 32)
+        .begin_namespace(guest(&lineage, root), 32)
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::Capacity);
     assert!(err.message.contains("at most 4"), "{}", err.message);
-    assert!(lineage.begin_namespace(&Caller::host(), 32).is_ok());
+    assert!(lineage.begin_namespace(None, 32).is_ok());
     lineage.end(made[0]);
-    assert!(lineage.begin_namespace(&guest(&lineage, root), 32).is_ok());
+    assert!(lineage.begin_namespace(guest(&lineage, root), 32).is_ok());
 }
 
 /// Every plain runtime, a nested one too, has a namespace of its own,
@@ -149,9 +137,9 @@ fn guest_namespace_runtimes_are_bounded_across_trees() {
 #[test]
 fn plain_runtimes_have_a_namespace_of_their_own() {
     let lineage = Lineage::default();
-    let root = lineage.begin(&Caller::host(), Lasting::No, 32).unwrap();
+    let root = lineage.begin(None, Lasting::No, 32).unwrap();
     let child = lineage
-        .begin(&guest(&lineage, root), Lasting::Yes, 32)
+        .begin(guest(&lineage, root), Lasting::Yes, 32)
         .unwrap();
     let (a, b) = (
         lineage.own_namespace(root).unwrap(),
@@ -165,7 +153,7 @@ fn plain_runtimes_have_a_namespace_of_their_own() {
             root
         })
     );
-    let ns = lineage.begin_namespace(&Caller::host(), 32).unwrap();
+    let ns = lineage.begin_namespace(None, 32).unwrap();
     assert_eq!(lineage.own_namespace(ns), None);
     assert_eq!(lineage.own_namespace(lineage.begin_remote(root)), None);
     lineage.end(child);

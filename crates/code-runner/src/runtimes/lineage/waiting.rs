@@ -73,7 +73,6 @@ impl Lineage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bus::Caller;
     use crate::runtimes::lineage::Lasting;
 
     /// A runtime's call queue is bounded; a left place is free again; a
@@ -81,7 +80,7 @@ mod tests {
     #[test]
     fn call_queues_are_bounded() {
         let lineage = Lineage::default();
-        let key = lineage.begin(&Caller::host(), Lasting::Yes, 32).unwrap();
+        let key = lineage.begin(None, Lasting::Yes, 32).unwrap();
         let places: Vec<Waiting> = (0..MAX_WAITING_CALLS)
             .map(|_| lineage.wait_for(key).unwrap().unwrap())
             .collect();
@@ -101,7 +100,7 @@ mod tests {
     fn waiting_calls_are_bounded_in_total() {
         let lineage = Lineage::default();
         let keys: Vec<RuntimeKey> = (0..8)
-            .map(|_| lineage.begin(&Caller::host(), Lasting::Yes, 32).unwrap())
+            .map(|_| lineage.begin(None, Lasting::Yes, 32).unwrap())
             .collect();
         let mut places = Vec::new();
         for key in &keys[..4] {

@@ -1,33 +1,45 @@
-//! The worker's bus functions: `code-runner::run`, `code-runner::teardown`
-//! and `engine::functions::info` (registration: [`crate::ops::register`]).
+//! `code-runner::run`: one-shot runs (a fresh runtime each, closed after) and
+//! kept runtimes (the first run keeps it and returns its `runtime_id`; later
+//! runs reuse it by that id).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use code_runner_core::wire::{FunctionsInfoRequest, RunRequest, TeardownRequest, TeardownResponse};
+use code_runner_core::wire::{RunRequest, RunResponse, schema_of};
 use code_runner_core::{
     AbortSignal, ErrorCode, Lang, RunnerError, Task, TurnEnding, TurnSpec, settle_response,
 };
 use serde_json::Value;
 
+use crate::bus::names::RUN;
 use crate::bus::payload::parse;
-use crate::bus::{CallError, Caller};
+use crate::bus::{CallError, Caller, Function};
 use crate::ids::{new_runtime_id, redact};
+use crate::ops::Ops;
 use crate::ops::guest::{self, GuestContext};
+use crate::ops::handler_as;
 use crate::ops::retire::{self, Live};
 use crate::runtimes::lineage::Lasting;
-use crate::worker::Inner;
+
+/// `code-runner::run`, for the composition root.
+pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
+    (
+        RUN,
+        Function::new(
+            "Run code in a sandbox (no network, host filesystem or packages). One-shot by default: nothing persists and no runtime_id is returned. keep: true keeps the runtime and returns its runtime_id to reuse until code-runner::teardown or the idle TTL reaps it. A failing script is a response, not an error.",
+            schema_of::<RunRequest>(),
+            schema_of::<RunResponse>(),
+            handler_as(ops, run),
+        ),
+    )
+}
 
 /// `code-runner::run`. A run that guest code started (`caller` is a guest)
 /// belongs to the calling runtime: kept, it is charged to the caller's
 /// lineage and ends with the caller ([`crate::runtimes::lineage`]).
-pub(crate) async fn run(
-    inner: Arc<Inner>,
-    payload: Value,
-    caller: Caller,
-) -> Result<Value, CallError> {
+pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result<Value, CallError> {
     let request: RunRequest = parse(payload)?;
-    let config = inner.config();
+    let config = ops.config();
     // A guest's run (from this worker or through the engine) lives within
     // the calling turn's budget, and ends when that turn answers.
     let timeout = match caller.time_left() {
@@ -42,7 +54,7 @@ pub(crate) async fn run(
         .map_or_else(AbortSignal::new, |guest| guest.scope.child());
     let caps = config.output_caps();
     let started = Instant::now();
-    let (code, weak) = (request.code, Arc::downgrade(&inner));
+    let (code, weak) = (request.code, Arc::downgrade(&ops));
     // The turn's signal is its scope: the bounded runtime fires it when the
     // turn answers, which ends the runs its guest code started.
     let turn = move |context: GuestContext| TurnSpec {
@@ -62,7 +74,7 @@ pub(crate) async fn run(
             )
             .into());
         }
-        let kept = inner.registry.get(&id)?;
+        let kept = ops.registry.get(&id)?;
         if let Some(lang) = request.lang.filter(|lang| *lang != kept.lang) {
             return Err(RunnerError::invalid(format!(
                 "lang {lang} contradicts runtime {}, which runs {}",
@@ -74,11 +86,11 @@ pub(crate) async fn run(
         // One turn at a time: the calls waiting for this runtime (its runs and
         // its published functions alike) are bounded, so a client cannot queue
         // turns, and the code they carry, without end.
-        let _place = inner.lineage.wait_for(kept.key)?;
+        let _place = ops.lineage.wait_for(kept.key)?;
         let _busy = kept.enter();
-        let context = GuestContext::of(&inner, kept.key, kept.lang, None);
+        let context = GuestContext::of(&ops, kept.key, kept.lang, None);
         let outcome = kept.runtime.run(turn(context)).await;
-        retire::forget_lost_registrations(&inner, kept.key, &outcome.ending);
+        retire::forget_lost_registrations(&ops, kept.key, &outcome.ending);
         let response = settle_response(outcome, caps, elapsed(started), Some(id))?;
         return Ok(serde_json::to_value(response).unwrap_or(Value::Null));
     }
@@ -86,7 +98,7 @@ pub(crate) async fn run(
     let lang = request
         .lang
         .ok_or_else(|| RunnerError::invalid("lang is required when runtime_id is omitted"))?;
-    let engine = inner.engine(lang)?;
+    let engine = ops.engine(lang)?;
     if lang == Lang::Node && request.memory_mb.is_some() {
         return Err(RunnerError::invalid(
             "memory_mb applies to python; a node runtime's heap is the configuration's heap_mb",
@@ -99,39 +111,39 @@ pub(crate) async fn run(
     } else {
         Lasting::No
     };
-    let key = inner.lineage.begin(&caller, lasting, config.max_runtimes)?;
-    let live = Live::new(&inner, key);
-    let slot = inner.registry.acquire(config.max_runtimes)?;
-    let warm = inner
+    let key = ops
+        .lineage
+        .begin(crate::ops::parent_of(&caller), lasting, config.max_runtimes)?;
+    let live = Live::new(&ops, key);
+    let slot = ops.registry.acquire(config.max_runtimes)?;
+    let warm = ops
         .pool(lang)
         .filter(|pool| pool.memory_mb() == memory_mb)
         .and_then(|pool| pool.take());
     let (runtime, dir) = match warm {
         Some(warm) => (warm.runtime, warm.dir),
         None => {
-            let dir = inner.engines.work_dir(lang)?;
-            let options = inner
+            let dir = ops.engines.work_dir(lang)?;
+            let options = ops
                 .engines
                 .runtime_options(&config, lang, memory_mb, dir.0.clone());
             (engine.spawn(options).await?, dir)
         }
     };
-    let runtime = crate::runtimes::bounded::attach(&inner, key, runtime);
+    let runtime = crate::ops::retire::attach(&ops, key, runtime);
     let outcome = runtime
-        .run(turn(GuestContext::of(&inner, key, lang, None)))
+        .run(turn(GuestContext::of(&ops, key, lang, None)))
         .await;
     let succeeded = matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, .. });
     if request.keep && succeeded {
-        let id = new_runtime_id(inner.engine_link.get().map(|link| link.worker_name()));
+        let id = new_runtime_id(ops.worker_name());
         let response = settle_response(outcome, caps, elapsed(started), Some(id.clone()));
-        inner
-            .registry
-            .keep(id.clone(), lang, key, runtime, dir, slot);
+        ops.registry.keep(id.clone(), lang, key, runtime, dir, slot);
         live.keep();
-        refill_pool(&inner, lang);
-        if inner.lineage.is_orphaned(key) {
+        refill_pool(&ops, lang);
+        if ops.lineage.is_orphaned(key) {
             // The runtime whose code started this one ended meanwhile.
-            retire::remove_kept(&inner, &id).await.ok();
+            retire::remove_kept(&ops, &id).await.ok();
             return Err(RunnerError::new(
                 ErrorCode::Expired,
                 "the runtime whose code started this run has ended, and this runtime with it",
@@ -144,60 +156,15 @@ pub(crate) async fn run(
     live.finish().await;
     dir.remove().await;
     drop(slot);
-    refill_pool(&inner, lang);
+    refill_pool(&ops, lang);
     let response = settle_response(outcome, caps, elapsed(started), None)?;
     Ok(serde_json::to_value(response).unwrap_or(Value::Null))
 }
 
 /// Boots replacements for pooled runtimes once a run is over, so the boot
 /// does not compete with the run it would slow down.
-fn refill_pool(inner: &Inner, lang: code_runner_core::Lang) {
-    if let Some(pool) = inner.pool(lang) {
+fn refill_pool(ops: &Ops, lang: code_runner_core::Lang) {
+    if let Some(pool) = ops.pool(lang) {
         pool.refill();
     }
-}
-
-/// `code-runner::teardown`: a kept runtime by id, or a namespace.
-pub(crate) async fn teardown(
-    inner: Arc<Inner>,
-    payload: Value,
-    caller: Caller,
-) -> Result<Value, CallError> {
-    let request: TeardownRequest = parse(payload)?;
-    let response = match (request.runtime_id, request.namespace) {
-        (Some(id), None) => {
-            let unregistered = retire::remove_kept(&inner, &id).await?;
-            TeardownResponse {
-                torn_down: true,
-                unregistered,
-                runtime_id: Some(id),
-                namespace: None,
-            }
-        }
-        (None, Some(namespace)) => {
-            crate::ops::register::teardown_namespace(&inner, &namespace, &caller).await?
-        }
-        (Some(_), Some(_)) => {
-            return Err(RunnerError::invalid(
-                "pass exactly one of runtime_id or namespace, not both",
-            )
-            .into());
-        }
-        (None, None) => {
-            return Err(RunnerError::invalid("pass exactly one of runtime_id or namespace").into());
-        }
-    };
-    Ok(serde_json::to_value(response).unwrap_or(Value::Null))
-}
-
-/// `engine::functions::info`: at most [`code_runner_core::wire::MAX_INFO_IDS`]
-/// ids (refused while parsing), each distinct id described once, the answer
-/// built off the async workers.
-pub(crate) async fn info(inner: Arc<Inner>, payload: Value) -> Result<Value, CallError> {
-    let request: FunctionsInfoRequest = parse(payload)?;
-    tokio::task::spawn_blocking(move || {
-        serde_json::to_value(inner.bus.info(&request.function_ids)).unwrap_or(Value::Null)
-    })
-    .await
-    .map_err(|err| RunnerError::engine(format!("describing functions failed: {err}")).into())
 }

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::bus::CallError;
 use crate::edge::http::HttpOptions;
-use crate::edge::iii::EngineOptions;
+use crate::edge::iii::IiiOptions;
 use crate::worker::{Worker, WorkerOptions};
 
 /// Run untrusted JavaScript and Python in-process, with hard limits.
@@ -102,9 +102,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             allow_hosts,
             max_connections,
         } => {
-            let engine = engine.map(|url| EngineOptions {
+            let iii = engine.map(|url| IiiOptions {
                 url,
-                worker_name: worker_name.unwrap_or_else(EngineOptions::default_worker_name),
+                worker_name: worker_name.unwrap_or_else(IiiOptions::default_worker_name),
             });
             let listen = (!no_http).then_some(listen);
             let http = HttpOptions {
@@ -113,7 +113,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 max_connections,
                 ..HttpOptions::default()
             };
-            serve(listen, data_dir, config.as_deref(), engine, http).await
+            serve(listen, data_dir, config.as_deref(), iii, http).await
         }
         Command::Call {
             function_id,
@@ -129,7 +129,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let answer = match (url, engine) {
                 (Some(url), _) => call_remote(&url, &function_id, &payload).await?,
                 (None, Some(engine)) => {
-                    call_engine(&engine, &function_id, payload, timeout_ms).await?
+                    call_through_iii(&engine, &function_id, payload, timeout_ms).await?
                 }
                 (None, None) => {
                     call_local(&function_id, payload, data_dir, config.as_deref()).await?
@@ -204,7 +204,7 @@ async fn serve(
     listen: Option<SocketAddr>,
     data_dir: PathBuf,
     seed: Option<&Path>,
-    engine: Option<EngineOptions>,
+    iii: Option<IiiOptions>,
     http: HttpOptions,
 ) -> anyhow::Result<ExitCode> {
     http.validate()
@@ -217,14 +217,14 @@ async fn serve(
     })
     .await
     .map_err(|err| anyhow::anyhow!(err.message))?;
-    if let Some(engine) = &engine {
+    if let Some(iii) = &iii {
         worker
-            .connect_engine(engine)
+            .join_iii(iii)
             .map_err(|err| anyhow::anyhow!(err.message))?;
         tracing::info!(
             "code-runner joining the iii engine at {} as {}",
-            engine.url,
-            engine.worker_name
+            iii.url,
+            iii.worker_name
         );
     }
     match listen {
@@ -247,7 +247,7 @@ async fn serve(
 }
 
 /// Calls `function_id` through the engine at `url`, as a short-lived worker.
-async fn call_engine(
+async fn call_through_iii(
     url: &str,
     function_id: &str,
     payload: Value,

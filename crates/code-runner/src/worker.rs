@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::bus::CallError;
 use crate::bus::outbound::Outbound;
-use crate::edge::iii::{EngineLink, EngineOptions};
+use crate::edge::iii::{IiiLink, IiiOptions};
 use crate::edge::ui;
 use crate::ops::Ops;
 use crate::runtimes::engines::Engines;
@@ -43,7 +43,7 @@ pub struct Worker {
 /// data directory's lock.
 struct Parts {
     ops: Arc<Ops>,
-    link: OnceLock<Arc<EngineLink>>,
+    link: OnceLock<Arc<IiiLink>>,
     _watch: Option<ConfigWatch>,
     _lock: File,
 }
@@ -109,13 +109,13 @@ impl Worker {
     ///
     /// # Errors
     /// `code-runner::invalid_request` when this worker is already connected.
-    pub fn connect_engine(&self, options: &EngineOptions) -> Result<Arc<EngineLink>, RunnerError> {
+    pub fn join_iii(&self, options: &IiiOptions) -> Result<Arc<IiiLink>, RunnerError> {
         if self.inner.link.get().is_some() {
             return Err(RunnerError::invalid(
                 "this worker is already connected to an engine",
             ));
         }
-        let link = EngineLink::connect(&self.inner.ops, options);
+        let link = IiiLink::connect(&self.inner.ops, options);
         self.inner
             .link
             .set(link.clone())
@@ -125,8 +125,8 @@ impl Worker {
         Ok(link)
     }
 
-    /// The engine link, when connected.
-    pub fn engine(&self) -> Option<&Arc<EngineLink>> {
+    /// The iii link, once joined.
+    pub fn iii_link(&self) -> Option<&Arc<IiiLink>> {
         self.inner.link.get()
     }
 
@@ -174,7 +174,7 @@ impl Worker {
         &self.inner.ops
     }
 
-    /// Leaves the engine and closes every kept and namespace runtime.
+    /// Leaves the iii engine and closes every kept and namespace runtime.
     pub async fn shutdown(&self) {
         if let Some(link) = self.inner.link.get() {
             link.shutdown().await;

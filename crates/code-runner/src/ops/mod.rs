@@ -22,7 +22,7 @@ use code_runner_core::{Config, Engine, Lang, RunnerError};
 use serde_json::Value;
 
 use crate::bus::bridge::GuestTriggers;
-use crate::bus::catalog::Published;
+use crate::bus::catalog::Catalog;
 use crate::bus::outbound::Outbound;
 use crate::bus::{Bus, CallError, Caller, Function, Handler};
 use crate::runtimes::engines::Engines;
@@ -40,7 +40,7 @@ pub(crate) struct Ops {
     pub(crate) registry: Registry,
     pub(crate) bus: Bus,
     pub(crate) lineage: Lineage,
-    pub(crate) published: Published,
+    pub(crate) published: Catalog,
     /// Trigger bindings guest code registered, by lineage.
     pub(crate) guest_triggers: GuestTriggers,
     pub(crate) namespaces: NamespaceRuntimes,
@@ -58,7 +58,7 @@ impl Ops {
             registry: Registry::default(),
             bus: Bus::default(),
             lineage: Lineage::default(),
-            published: Published::default(),
+            published: Catalog::default(),
             guest_triggers: GuestTriggers::default(),
             namespaces: NamespaceRuntimes::default(),
             runtimes_dir,

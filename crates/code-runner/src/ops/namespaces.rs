@@ -275,7 +275,7 @@ impl Entry {
 }
 
 /// Exclusive use of one namespace's entry, for registering or tearing down.
-pub struct Held {
+pub struct NamespaceLock {
     /// The entry.
     pub entry: Arc<Entry>,
     _guard: tokio::sync::OwnedMutexGuard<()>,
@@ -303,7 +303,7 @@ impl NamespaceRuntimes {
     }
 
     /// Takes the namespace's lock (creating its entry if needed).
-    pub async fn hold(&self, namespace: &str) -> Held {
+    pub async fn hold(&self, namespace: &str) -> NamespaceLock {
         loop {
             let entry = self
                 .lock()
@@ -314,7 +314,7 @@ impl NamespaceRuntimes {
             // The entry may have been dropped by a teardown while we waited.
             let current = self.lock().get(namespace).cloned();
             if current.is_some_and(|current| Arc::ptr_eq(&current, &entry)) {
-                return Held {
+                return NamespaceLock {
                     entry,
                     _guard: guard,
                 };
@@ -323,7 +323,7 @@ impl NamespaceRuntimes {
     }
 
     /// Drops the namespace's entry if no runtime is left in it (call while holding it).
-    pub fn release_if_empty(&self, namespace: &str, held: &Held) {
+    pub fn release_if_empty(&self, namespace: &str, held: &NamespaceLock) {
         let mut entries = self.lock();
         if held.entry.is_empty()
             && entries
@@ -335,7 +335,7 @@ impl NamespaceRuntimes {
     }
 
     /// Removes the namespace and returns its runtimes (call while holding it).
-    pub fn take(&self, namespace: &str, held: &Held) -> Vec<Arc<NamespaceRuntime>> {
+    pub fn take(&self, namespace: &str, held: &NamespaceLock) -> Vec<Arc<NamespaceRuntime>> {
         let mut entries = self.lock();
         if entries
             .get(namespace)

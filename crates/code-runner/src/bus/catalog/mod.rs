@@ -62,11 +62,11 @@ struct Publication {
 
 /// The published ids and their owners.
 #[derive(Default)]
-pub struct Published {
+pub struct Catalog {
     by_id: Mutex<BTreeMap<String, Publication>>,
 }
 
-impl Published {
+impl Catalog {
     /// Whether `owner` may publish `id` in `lang` now.
     ///
     /// # Errors
@@ -85,7 +85,7 @@ impl Published {
     /// registration of it in one step).
     ///
     /// # Errors
-    /// As [`Published::check`], and `invalid_request` when the owner already
+    /// As [`Catalog::check`], and `invalid_request` when the owner already
     /// publishes [`MAX_FUNCTIONS_PER_RUNTIME`] functions, or this one would
     /// take its descriptions and formats past [`MAX_PUBLISHED_BYTES_PER_RUNTIME`].
     pub fn publish(

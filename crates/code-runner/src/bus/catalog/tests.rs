@@ -28,12 +28,7 @@ fn id(text: &str) -> FunctionId {
 
 /// Publishes `id` for `owner`, with a function that echoes, in the owner's
 /// language (a namespace runtime's own; node for a runtime's registrar).
-fn publish(
-    catalog: &Published,
-    bus: &Bus,
-    id: &FunctionId,
-    owner: Owner,
-) -> Result<(), RunnerError> {
+fn publish(catalog: &Catalog, bus: &Bus, id: &FunctionId, owner: Owner) -> Result<(), RunnerError> {
     let lang = match &owner {
         Owner::Namespace { lang, .. } => *lang,
         Owner::Runtime(_) => Lang::Node,
@@ -46,7 +41,7 @@ fn publish(
 /// may replace its own.
 #[test]
 fn an_id_exists_in_one_language_only() {
-    let (catalog, bus) = (Published::default(), Bus::default());
+    let (catalog, bus) = (Catalog::default(), Bus::default());
     let greet = id("my-app::greet");
     publish(&catalog, &bus, &greet, ns("my-app", Lang::Python)).unwrap();
     let err = publish(&catalog, &bus, &greet, ns("my-app", Lang::Node)).unwrap_err();
@@ -87,7 +82,7 @@ fn an_id_exists_in_one_language_only() {
 /// not publish in a namespace that register_function holds.
 #[test]
 fn namespace_claims_are_exclusive() {
-    let (catalog, bus) = (Published::default(), Bus::default());
+    let (catalog, bus) = (Catalog::default(), Bus::default());
     let lineage = crate::runtimes::lineage::Lineage::default();
     let lasting = crate::runtimes::lineage::Lasting::No;
     let (a, b) = (
@@ -121,7 +116,7 @@ fn namespace_claims_are_exclusive() {
 /// holds does not count again.
 #[test]
 fn a_runtime_publishes_a_bounded_number() {
-    let (catalog, bus) = (Published::default(), Bus::default());
+    let (catalog, bus) = (Catalog::default(), Bus::default());
     let owner = ns("many", Lang::Python);
     for i in 0..MAX_FUNCTIONS_PER_RUNTIME {
         publish(&catalog, &bus, &id(&format!("many::f{i}")), owner.clone()).unwrap();
@@ -134,7 +129,7 @@ fn a_runtime_publishes_a_bounded_number() {
 /// An id on the bus that code-runner did not publish is not taken over.
 #[test]
 fn foreign_ids_are_not_taken_over() {
-    let (catalog, bus) = (Published::default(), Bus::default());
+    let (catalog, bus) = (Catalog::default(), Bus::default());
     bus.register("other::f", function());
     let err = publish(&catalog, &bus, &id("other::f"), ns("other", Lang::Python)).unwrap_err();
     assert!(err.message.contains("did not publish"), "{}", err.message);
@@ -145,7 +140,7 @@ fn foreign_ids_are_not_taken_over() {
 /// replaced id's old bytes do not count, and another runtime has its own.
 #[test]
 fn a_runtime_declares_at_most_its_byte_budget() {
-    let (catalog, bus) = (Published::default(), Bus::default());
+    let (catalog, bus) = (Catalog::default(), Bus::default());
     let described = |n: usize| {
         Function::new(
             "d".repeat(n),

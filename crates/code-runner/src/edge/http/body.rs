@@ -77,7 +77,7 @@ impl BodyGate {
 
     /// Holds budget for the `total` bytes a body has delivered so far, on top
     /// of what `held` holds already.
-    fn hold(&self, held: &mut Held, total: usize) -> Result<(), Refusal> {
+    fn hold(&self, held: &mut BodyPermit, total: usize) -> Result<(), Refusal> {
         let Some((budget, max)) = &self.budget else {
             return Ok(());
         };
@@ -101,7 +101,7 @@ impl BodyGate {
 
 /// Budget held by one body being read; released when dropped.
 #[derive(Default)]
-struct Held {
+struct BodyPermit {
     permit: Option<OwnedSemaphorePermit>,
     permits: u32,
 }
@@ -123,9 +123,9 @@ fn full(max: usize) -> Refusal {
 async fn read_body(
     gate: &BodyGate,
     mut body: axum::body::Body,
-) -> Result<(Vec<u8>, Held), Refusal> {
+) -> Result<(Vec<u8>, BodyPermit), Refusal> {
     use http_body::Body as _;
-    let mut held = Held::default();
+    let mut held = BodyPermit::default();
     let mut bytes = Vec::new();
     while let Some(frame) =
         std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await

@@ -8,7 +8,7 @@
 //! The SDK does not replay these calls after a reconnect, and after an engine
 //! restart `configuration::set` fails until the entry is registered again.
 //! A `configuration` trigger for the entry calls `code-runner::on-config-change`,
-//! which reloads from [`EngineStore`], never from the event.
+//! which reloads from [`IiiConfigStore`], never from the event.
 //!
 //! The data directory's file becomes a cache of the engine's value: it is
 //! what the next start reads before the engine answers.
@@ -21,7 +21,7 @@ use iii_sdk::protocol::RegisterTriggerInput;
 use serde_json::{Value, json};
 
 use crate::bus::names::{CONFIG_ID, ON_CONFIG_CHANGE};
-use crate::edge::iii::{Delivery, EngineLink};
+use crate::edge::iii::{Delivery, IiiLink};
 use crate::ops::Ops;
 use crate::settings::{ConfigFile, ConfigStore, config_schema, parse_value};
 
@@ -30,20 +30,20 @@ const CALL: Duration = Duration::from_secs(10);
 
 /// The engine's configuration worker as the store in force; the data
 /// directory's file keeps a copy.
-pub(crate) struct EngineStore {
-    link: Weak<EngineLink>,
+pub(crate) struct IiiConfigStore {
+    link: Weak<IiiLink>,
     cache: ConfigFile,
 }
 
-impl EngineStore {
-    pub(crate) fn new(link: &Arc<EngineLink>, cache: ConfigFile) -> EngineStore {
-        EngineStore {
+impl IiiConfigStore {
+    pub(crate) fn new(link: &Arc<IiiLink>, cache: ConfigFile) -> IiiConfigStore {
+        IiiConfigStore {
             link: Arc::downgrade(link),
             cache,
         }
     }
 
-    fn link(&self) -> Result<Arc<EngineLink>, RunnerError> {
+    fn link(&self) -> Result<Arc<IiiLink>, RunnerError> {
         self.link
             .upgrade()
             .ok_or_else(|| RunnerError::engine("the iii engine link is closed"))
@@ -71,7 +71,7 @@ impl EngineStore {
     }
 }
 
-impl ConfigStore for EngineStore {
+impl ConfigStore for IiiConfigStore {
     fn load(&self) -> BoxFuture<'_, Result<Config, RunnerError>> {
         Box::pin(async move {
             let link = self.link()?;
@@ -151,7 +151,7 @@ fn registration(initial: Option<&Config>) -> Value {
 
 /// Registers the entry (again) and takes the engine's value: run on every
 /// return to `Connected`.
-pub(crate) async fn ensure_entry(link: &Arc<EngineLink>, ops: &Arc<Ops>) {
+pub(crate) async fn ensure_entry(link: &Arc<IiiLink>, ops: &Arc<Ops>) {
     let existing = link
         .trigger(
             "configuration::get",
@@ -200,7 +200,7 @@ pub(crate) async fn ensure_entry(link: &Arc<EngineLink>, ops: &Arc<Ops>) {
 /// Whether the engine holds the entry's schema (it loses it on a restart
 /// until the entry is registered again). An unanswered question counts as yes:
 /// the connection loop handles an engine that is away.
-pub(crate) async fn entry_has_schema(link: &Arc<EngineLink>) -> bool {
+pub(crate) async fn entry_has_schema(link: &Arc<IiiLink>) -> bool {
     let answer = link
         .trigger(
             "configuration::schema",

@@ -23,7 +23,7 @@ fn engine_owned(id: &str) -> bool {
 }
 
 /// What the engine holds for one id, and what it was registered from.
-struct Held {
+struct Mirrored {
     function: FunctionRef,
     fingerprint: u64,
 }
@@ -31,7 +31,7 @@ struct Held {
 /// The set of functions registered on the engine on the bus's behalf.
 #[derive(Default)]
 pub(crate) struct Mirror {
-    held: Mutex<HashMap<String, Held>>,
+    held: Mutex<HashMap<String, Mirrored>>,
 }
 
 impl Mirror {
@@ -66,7 +66,7 @@ impl Mirror {
             tracing::debug!(function = %id, "registered on the engine");
             held.insert(
                 id,
-                Held {
+                Mirrored {
                     function: function_ref,
                     fingerprint,
                 },

@@ -1,15 +1,15 @@
 //! The iii engine connection: code-runner as a worker of an iii engine.
 //!
-//! [`EngineLink::connect`] registers this process with the engine through
+//! [`IiiLink::connect`] registers this process with the engine through
 //! `iii-sdk` and keeps the engine's view in step with the embedded bus
 //! ([`mirror`]): every function the bus holds is a function of the engine,
 //! with its description, schemas and metadata, so the console, other workers
 //! and `iii trigger` call it. Guest `iii.trigger` goes the other way, through
-//! [`EngineLink::trigger`], and reaches any worker's function. The SDK
+//! [`IiiLink::trigger`], and reaches any worker's function. The SDK
 //! reconnects by itself and replays functions and triggers; what it does not
 //! replay (calls made with `trigger`, such as the configuration entry) runs
 //! again on every return to `Connected` ([`watch`]). How a worker joins is
-//! [`EngineOptions`].
+//! [`IiiOptions`].
 
 mod config;
 mod mirror;
@@ -18,7 +18,7 @@ mod remote;
 mod routing;
 mod watch;
 
-pub use options::EngineOptions;
+pub use options::IiiOptions;
 pub use routing::{minted_by, scoped_id};
 
 use std::sync::Arc;
@@ -35,7 +35,7 @@ use crate::bus::outbound::{Outbound, RemoteGuest};
 use crate::ops::Ops;
 
 /// A live connection to an engine; cheap to share.
-pub struct EngineLink {
+pub struct IiiLink {
     client: IIIClient,
     worker_name: String,
     mirror: mirror::Mirror,
@@ -54,10 +54,10 @@ pub enum Delivery {
     Void,
 }
 
-impl EngineLink {
+impl IiiLink {
     /// Registers with the engine at `options.url` (the SDK connects in the
     /// background and reconnects forever) and starts mirroring the bus.
-    pub(crate) fn connect(ops: &Arc<Ops>, options: &EngineOptions) -> Arc<EngineLink> {
+    pub(crate) fn connect(ops: &Arc<Ops>, options: &IiiOptions) -> Arc<IiiLink> {
         let client = iii_sdk::register_worker(
             &options.url,
             InitOptions {
@@ -71,7 +71,7 @@ impl EngineLink {
                 ..Default::default()
             },
         );
-        let link = Arc::new(EngineLink {
+        let link = Arc::new(IiiLink {
             client,
             worker_name: options.worker_name.clone(),
             mirror: mirror::Mirror::default(),
@@ -80,7 +80,7 @@ impl EngineLink {
         });
         routing::install(ops, &link);
         link.mirror.sync(&link.client, ops);
-        ops.settings.use_store(Arc::new(config::EngineStore::new(
+        ops.settings.use_store(Arc::new(config::IiiConfigStore::new(
             &link,
             crate::settings::ConfigFile::in_data_dir(ops.data_dir()),
         )));
@@ -147,7 +147,7 @@ impl EngineLink {
     /// the callee charges it; see [`remote`]), or of the host when `None`.
     ///
     /// # Errors
-    /// As [`EngineLink::trigger`].
+    /// As [`IiiLink::trigger`].
     pub(crate) async fn trigger_as(
         &self,
         function_id: &str,
@@ -200,7 +200,7 @@ impl EngineLink {
     }
 }
 
-impl Outbound for EngineLink {
+impl Outbound for IiiLink {
     fn worker_name(&self) -> &str {
         &self.worker_name
     }

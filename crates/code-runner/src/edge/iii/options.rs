@@ -3,7 +3,7 @@
 
 /// How a worker joins an engine.
 #[derive(Debug, Clone)]
-pub struct EngineOptions {
+pub struct IiiOptions {
     /// The engine's WebSocket address, e.g. `ws://127.0.0.1:49134`.
     pub url: String,
     /// This worker's name on the engine: unique per engine namespace (a
@@ -11,7 +11,7 @@ pub struct EngineOptions {
     pub worker_name: String,
 }
 
-impl EngineOptions {
+impl IiiOptions {
     /// The default worker name: `<host>-<pid>`, unique per process.
     pub fn default_worker_name() -> String {
         let host: String = std::env::var("HOSTNAME")

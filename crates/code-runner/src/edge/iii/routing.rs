@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 
 use crate::bus::names::{REGISTER_FUNCTION, RUN, TEARDOWN};
 use crate::bus::{CallError, Caller, FUNCTION_NOT_FOUND, Function, Handler};
-use crate::edge::iii::{Delivery, EngineLink};
+use crate::edge::iii::{Delivery, IiiLink};
 use crate::ops::Ops;
 
 /// The shared ids a front routes.
@@ -76,7 +76,7 @@ impl Router {
     }
 
     /// The live workers, sorted (this one included once its scoped id is up).
-    async fn peers(&self, link: &EngineLink) -> Vec<String> {
+    async fn peers(&self, link: &IiiLink) -> Vec<String> {
         if let Some((at, peers)) = &*self.peers.lock().unwrap_or_else(|p| p.into_inner())
             && at.elapsed() < PEERS_FRESH
         {
@@ -102,7 +102,7 @@ impl Router {
     }
 
     /// The worker whose functions hold `namespace`, if another one does.
-    async fn namespace_holder(&self, link: &EngineLink, namespace: &str) -> Option<String> {
+    async fn namespace_holder(&self, link: &IiiLink, namespace: &str) -> Option<String> {
         let prefix = format!("{}::", namespace.trim_end_matches("::"));
         let listed = list_functions(link).await.ok()?;
         listed["functions"]
@@ -120,7 +120,7 @@ impl Router {
 }
 
 /// Every function the engine lists (`engine::functions::list`), from all its workers.
-async fn list_functions(link: &EngineLink) -> Result<Value, CallError> {
+async fn list_functions(link: &IiiLink) -> Result<Value, CallError> {
     link.trigger(
         "engine::functions::list",
         json!({}),
@@ -131,7 +131,7 @@ async fn list_functions(link: &EngineLink) -> Result<Value, CallError> {
 }
 
 /// Wraps the bus's shared functions with routing and adds the scoped twins.
-pub(crate) fn install(ops: &Arc<Ops>, link: &Arc<EngineLink>) {
+pub(crate) fn install(ops: &Arc<Ops>, link: &Arc<IiiLink>) {
     for shared in SHARED {
         let Some(local) = ops.bus.get(shared) else {
             continue;
@@ -155,7 +155,7 @@ fn routed_handler(
     shared: &'static str,
     local: Handler,
     ops: std::sync::Weak<Ops>,
-    link: std::sync::Weak<EngineLink>,
+    link: std::sync::Weak<IiiLink>,
 ) -> Handler {
     Arc::new(move |payload: Value, caller: Caller| {
         let (local, ops, link) = (local.clone(), ops.clone(), link.clone());
@@ -180,7 +180,7 @@ fn routed_handler(
 async fn route(
     shared: &str,
     ops: &Arc<Ops>,
-    link: &Arc<EngineLink>,
+    link: &Arc<IiiLink>,
     local: Handler,
     payload: Value,
 ) -> Result<Value, CallError> {

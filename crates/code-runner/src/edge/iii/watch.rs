@@ -5,7 +5,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::{Delivery, EngineLink, config, routing};
+use super::{Delivery, IiiLink, config, routing};
 use crate::ops::Ops;
 
 /// How often the link looks at the connection state (the SDK has no callback).
@@ -16,14 +16,14 @@ const CLAIM_EVERY: Duration = Duration::from_secs(3);
 
 /// Follows the bus and the connection until the worker or the link is
 /// gone: three loops, so a slow call in one never hides an event from another.
-pub(super) fn watch(link: &Arc<EngineLink>, ops: &Arc<Ops>) {
+pub(super) fn watch(link: &Arc<IiiLink>, ops: &Arc<Ops>) {
     tokio::spawn(follow_bus(Arc::downgrade(link), Arc::downgrade(ops)));
     tokio::spawn(follow_connection(Arc::downgrade(link), Arc::downgrade(ops)));
     tokio::spawn(keep_claims(Arc::downgrade(link), Arc::downgrade(ops)));
 }
 
 /// Mirrors every bus change onto the engine.
-async fn follow_bus(link: Weak<EngineLink>, ops: Weak<Ops>) {
+async fn follow_bus(link: Weak<IiiLink>, ops: Weak<Ops>) {
     let Some(mut changes) = ops.upgrade().map(|ops| ops.bus.subscribe()) else {
         return;
     };
@@ -37,7 +37,7 @@ async fn follow_bus(link: Weak<EngineLink>, ops: Weak<Ops>) {
 
 /// Logs the connection's comings and goings, and registers the
 /// configuration entry again on every return (the SDK does not replay it).
-async fn follow_connection(link: Weak<EngineLink>, ops: Weak<Ops>) {
+async fn follow_connection(link: Weak<IiiLink>, ops: Weak<Ops>) {
     let mut was_connected = false;
     loop {
         tokio::time::sleep(STATE_POLL).await;
@@ -58,7 +58,7 @@ async fn follow_connection(link: Weak<EngineLink>, ops: Weak<Ops>) {
 /// While connected: claims shared ids left without an owner, and checks
 /// now and then that the configuration entry still has its schema (an
 /// engine restart faster than [`STATE_POLL`] would otherwise go unseen).
-async fn keep_claims(link: Weak<EngineLink>, ops: Weak<Ops>) {
+async fn keep_claims(link: Weak<IiiLink>, ops: Weak<Ops>) {
     let mut rounds = 0u32;
     loop {
         tokio::time::sleep(CLAIM_EVERY).await;
@@ -78,7 +78,7 @@ async fn keep_claims(link: Weak<EngineLink>, ops: Weak<Ops>) {
 
 /// Registers the shared ids again where the engine shows no owner: the
 /// front that held them left, and the engine does not hand them on.
-async fn claim_shared(link: &Arc<EngineLink>, ops: &Arc<Ops>) {
+async fn claim_shared(link: &Arc<IiiLink>, ops: &Arc<Ops>) {
     for id in routing::SHARED {
         let info = link
             .trigger(

@@ -11,7 +11,7 @@
 //! - stdout and stderr land in the turn's bounded buffers ([`crate::output`]).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use code_runner_core::{AbortSignal, BindingCall, BindingError, Bindings};
@@ -25,7 +25,27 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::fs::{GuardedFs, GuardedFsData, SharedGuard};
 use crate::output::SharedStreams;
 use crate::protocol;
-use crate::session::{Link, Stop};
+
+/// State shared between the runtime handle and its thread: whether the
+/// runtime is closing.
+#[derive(Default)]
+pub struct Link {
+    /// Set by `close`: every wait and the epoch callback stop at once.
+    pub closing: AtomicBool,
+}
+
+/// Why the host stopped the guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// The turn's budget expired.
+    Timeout,
+    /// The turn's abort signal fired.
+    Aborted,
+    /// The runtime is being closed.
+    Closing,
+    /// The runner broke the protocol.
+    Protocol(String),
+}
 
 /// How often a blocked host call re-checks its stop conditions.
 const SLICE: Duration = Duration::from_millis(5);

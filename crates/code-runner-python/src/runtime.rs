@@ -11,7 +11,8 @@ use code_runner_core::{
     caps::{Stream, StreamBuffer},
 };
 
-use crate::session::{self, Boot, Command, Link};
+use crate::host::Link;
+use crate::session::{self, Boot, Command};
 use crate::{PythonEngine, THREAD_STACK_BYTES};
 
 impl PythonEngine {

@@ -6,7 +6,7 @@
 //! Async callers talk to the thread by [`Command`]s on a channel and get
 //! each [`TurnOutcome`] back on a oneshot.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
 use crate::fs::Guard;
-use crate::host::{Host, MemoryLimiter, TurnLimits};
+use crate::host::{Host, Link, MemoryLimiter, Stop, TurnLimits};
 use crate::output::{GuestOutput, Streams};
 use crate::protocol;
 use crate::work_quota::{WORK_MAX_BYTES, WORK_MAX_FILES, WorkQuota};
@@ -28,26 +28,6 @@ use crate::{Shared, Slot};
 pub enum Command {
     /// Run one turn and answer on the oneshot.
     Turn(TurnSpec, tokio::sync::oneshot::Sender<TurnOutcome>),
-}
-
-/// State shared between the runtime handle and its thread.
-#[derive(Default)]
-pub struct Link {
-    /// Set by `close`: every wait and the epoch callback stop at once.
-    pub closing: AtomicBool,
-}
-
-/// Why the host stopped the guest.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stop {
-    /// The turn's budget expired.
-    Timeout,
-    /// The turn's abort signal fired.
-    Aborted,
-    /// The runtime is being closed.
-    Closing,
-    /// The runner broke the protocol.
-    Protocol(String),
 }
 
 /// The runner's `turn` export.

@@ -184,6 +184,36 @@ fn tail(text: &str, max: usize) -> String {
     format!("…{}", &text[start..])
 }
 
+/// The turn settings for a turn on a namespace runtime, for `caller`.
+pub(crate) fn turn_params(
+    ops: &Arc<Ops>,
+    runtime: &NamespaceRuntime,
+    caller: &Caller,
+) -> Result<TurnParams, RunnerError> {
+    let context = GuestContext::of(
+        ops,
+        runtime.key,
+        runtime.lang,
+        Some(runtime.namespace.clone()),
+    );
+    let config = ops.config();
+    Ok(TurnParams {
+        timeout: budget(ops, caller)?,
+        bindings: guest::bindings(Arc::downgrade(ops), context),
+        max_stream_bytes: config.output_caps().max_stream_bytes,
+    })
+}
+
+/// A published function's turn budget: the default timeout, clamped to
+/// what is left of a calling guest's own budget.
+pub(crate) fn budget(ops: &Ops, caller: &Caller) -> Result<std::time::Duration, RunnerError> {
+    let timeout = ops.config().timeout(None)?;
+    Ok(match caller.time_left() {
+        Some(left) => timeout.min(left).max(std::time::Duration::from_millis(1)),
+        None => timeout,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,34 +295,4 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.code, ErrorCode::Timeout);
     }
-}
-
-/// The turn settings for a turn on a namespace runtime, for `caller`.
-pub(crate) fn turn_params(
-    ops: &Arc<Ops>,
-    runtime: &NamespaceRuntime,
-    caller: &Caller,
-) -> Result<TurnParams, RunnerError> {
-    let context = GuestContext::of(
-        ops,
-        runtime.key,
-        runtime.lang,
-        Some(runtime.namespace.clone()),
-    );
-    let config = ops.config();
-    Ok(TurnParams {
-        timeout: budget(ops, caller)?,
-        bindings: guest::bindings(Arc::downgrade(ops), context),
-        max_stream_bytes: config.output_caps().max_stream_bytes,
-    })
-}
-
-/// A published function's turn budget: the default timeout, clamped to
-/// what is left of a calling guest's own budget.
-pub(crate) fn budget(ops: &Ops, caller: &Caller) -> Result<std::time::Duration, RunnerError> {
-    let timeout = ops.config().timeout(None)?;
-    Ok(match caller.time_left() {
-        Some(left) => timeout.min(left).max(std::time::Duration::from_millis(1)),
-        None => timeout,
-    })
 }

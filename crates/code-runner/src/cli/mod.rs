@@ -8,12 +8,14 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use code_runner_core::Config;
-use serde_json::{Map, Value};
 
-use crate::bus::CallError;
 use crate::edge::http::HttpOptions;
 use crate::edge::iii::IiiOptions;
 use crate::worker::{Worker, WorkerOptions};
+
+mod call;
+pub use call::payload;
+use call::{call_local, call_remote, call_through_iii};
 
 /// Run untrusted JavaScript and Python in-process, with hard limits.
 #[derive(Debug, Parser)]
@@ -146,28 +148,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Builds a payload from `--json` and `key=value` arguments.
-///
-/// # Errors
-/// A malformed `--json`, a non-object `--json`, or an argument without `=`.
-pub fn payload(json: Option<&str>, args: &[String]) -> anyhow::Result<Value> {
-    let mut map = match json {
-        Some(text) => match serde_json::from_str(text).context("--json is not valid JSON")? {
-            Value::Object(map) => map,
-            other => anyhow::bail!("--json must be a JSON object, got {other}"),
-        },
-        None => Map::new(),
-    };
-    for arg in args {
-        let (key, raw) = arg
-            .split_once('=')
-            .with_context(|| format!("argument `{arg}` is not key=value"))?;
-        let value = serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()));
-        map.insert(key.to_string(), value);
-    }
-    Ok(Value::Object(map))
-}
-
 /// The seed for a data directory's first boot: `--config` (validated, and
 /// persisted as written, comments and all), else the defaults. A data
 /// directory that already holds a configuration keeps it, so `--config` is
@@ -246,17 +226,6 @@ async fn serve(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Calls `function_id` through the engine at `url`, as a short-lived worker.
-async fn call_through_iii(
-    url: &str,
-    function_id: &str,
-    payload: Value,
-    timeout_ms: u64,
-) -> anyhow::Result<Result<Value, CallError>> {
-    let answer = crate::edge::iii::call_once(url, function_id, payload, timeout_ms).await?;
-    Ok(answer)
-}
-
 async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
@@ -276,91 +245,9 @@ async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
-async fn call_local(
-    function_id: &str,
-    payload: Value,
-    data_dir: Option<PathBuf>,
-    config: Option<&Path>,
-) -> anyhow::Result<Result<Value, CallError>> {
-    let (data_dir, _temp) = match data_dir {
-        Some(dir) => (dir, None),
-        None => {
-            let temp = tempfile::Builder::new()
-                .prefix("code-runner-call-")
-                .tempdir()?;
-            (temp.path().to_path_buf(), Some(temp))
-        }
-    };
-    let config = seed_config(&data_dir, config)?;
-    // One call: interpreters booted ahead of time would only be thrown away.
-    let worker = Worker::start_for_one_call(WorkerOptions {
-        data_dir,
-        config,
-        python_wasm: None,
-    })
-    .await
-    .map_err(|err| anyhow::anyhow!(err.message))?;
-    let answer = worker.call(function_id, payload).await;
-    worker.shutdown().await;
-    Ok(answer)
-}
-
-async fn call_remote(
-    url: &str,
-    function_id: &str,
-    payload: &Value,
-) -> anyhow::Result<Result<Value, CallError>> {
-    let endpoint = format!("{}/v1/call/{function_id}", url.trim_end_matches('/'));
-    let response = reqwest::Client::new()
-        .post(&endpoint)
-        .json(payload)
-        .send()
-        .await
-        .with_context(|| format!("cannot reach {endpoint}"))?;
-    let status = response.status();
-    let body: Value = response
-        .json()
-        .await
-        .with_context(|| format!("{endpoint} did not answer JSON"))?;
-    if status.is_success() {
-        return Ok(Ok(body));
-    }
-    let error = body.get("error").cloned().unwrap_or(body);
-    Ok(Err(CallError {
-        code: error
-            .get("code")
-            .and_then(Value::as_str)
-            .unwrap_or("http_error")
-            .to_string(),
-        message: error
-            .get("message")
-            .and_then(Value::as_str)
-            .map_or_else(|| format!("HTTP {status}"), str::to_string),
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// `k=v` values parse as JSON where they can and stay strings otherwise.
-    #[test]
-    fn key_value_arguments_parse_as_json_where_they_can() {
-        let args = [
-            "lang=python",
-            "code=result = 2 + 2",
-            "keep=true",
-            "timeout_ms=100",
-            "x={\"a\":1}",
-        ];
-        let payload = payload(Some(r#"{"keep": false, "y": 1}"#), &args.map(String::from)).unwrap();
-        assert_eq!(
-            payload,
-            serde_json::json!({"keep": true, "y": 1, "lang": "python", "code": "result = 2 + 2", "timeout_ms": 100, "x": {"a": 1}})
-        );
-        assert!(super::payload(None, &["novalue".to_string()]).is_err());
-        assert!(super::payload(Some("[1]"), &[]).is_err());
-    }
 
     /// `--config` is read (and refused by key) only while nothing is persisted.
     #[test]

@@ -40,5 +40,5 @@ mod worker;
 
 pub use bus::CallError;
 pub use bus::names;
-pub use edge::{http, iii, logging};
+pub use edge::{http, iii, logging, mcp};
 pub use worker::{Worker, WorkerOptions};

@@ -231,13 +231,28 @@ fn clear_dir(dir: &Path) -> Result<(), RunnerError> {
         .map_err(|err| RunnerError::engine(format!("cannot create {}: {err}", dir.display())))
 }
 
-impl crate::edge::http::Api for Worker {
+impl crate::edge::api::Api for Worker {
     fn call(
         &self,
         function_id: &str,
         payload: Value,
     ) -> impl std::future::Future<Output = Result<Value, CallError>> + Send {
         Worker::call(self, function_id, payload)
+    }
+
+    fn call_cancellable(
+        &self,
+        function_id: &str,
+        payload: Value,
+        cancel: code_runner_core::AbortSignal,
+    ) -> impl std::future::Future<Output = Result<Value, CallError>> + Send {
+        let ops = self.inner.ops.clone();
+        let id = function_id.to_string();
+        async move {
+            ops.bus
+                .call_as(&id, payload, crate::bus::Caller::host_cancellable(cancel))
+                .await
+        }
     }
 
     fn functions(
@@ -248,5 +263,13 @@ impl crate::edge::http::Api for Worker {
 
     fn health(&self) -> Value {
         Worker::health(self)
+    }
+
+    fn config(&self) -> Config {
+        Worker::config(self)
+    }
+
+    fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.ops.bus.subscribe()
     }
 }

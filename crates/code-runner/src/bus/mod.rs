@@ -53,6 +53,9 @@ impl From<RunnerError> for CallError {
 #[derive(Debug, Clone, Default)]
 pub struct Caller {
     pub(crate) guest: Option<GuestCaller>,
+    /// A host caller that can take its call back (an MCP client's
+    /// `notifications/cancelled`): a run it starts is chained to this signal.
+    pub(crate) cancel: Option<AbortSignal>,
 }
 
 /// The guest side of a [`Caller`].
@@ -75,6 +78,14 @@ impl Caller {
     /// A host call: no budget but the callee's own, nothing to charge.
     pub fn host() -> Caller {
         Caller::default()
+    }
+
+    /// A host call that `cancel` takes back: firing it aborts the run the call started.
+    pub fn host_cancellable(cancel: AbortSignal) -> Caller {
+        Caller {
+            guest: None,
+            cancel: Some(cancel),
+        }
     }
 
     /// The time left before the calling guest's deadline (`None` for the host).

@@ -60,6 +60,22 @@ enum Command {
         #[arg(long, default_value_t = crate::edge::http::DEFAULT_MAX_CONNECTIONS)]
         max_connections: usize,
     },
+    /// Serve MCP on stdin and stdout (for an agent host that starts this
+    /// program); logs go to stderr.
+    Mcp {
+        /// Where runtimes keep their files and the configuration persists.
+        #[arg(long, default_value = "./data")]
+        data_dir: PathBuf,
+        /// YAML configuration; seeds `<data-dir>/configuration/code-runner.yaml` on first boot only.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Join the iii engine at this WebSocket address too.
+        #[arg(long, env = "III_URL")]
+        engine: Option<String>,
+        /// This worker's name on the engine; unique per engine (default code-runner-<host>-<pid>).
+        #[arg(long, env = "III_WORKER_NAME")]
+        worker_name: Option<String>,
+    },
     /// Call a function and print its answer as JSON: in-process, or on a server with --url.
     Call {
         /// The function id, e.g. code-runner::run.
@@ -116,6 +132,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ..HttpOptions::default()
             };
             serve(listen, data_dir, config.as_deref(), iii, http).await
+        }
+        Command::Mcp {
+            data_dir,
+            config,
+            engine,
+            worker_name,
+        } => {
+            let iii = engine.map(|url| IiiOptions {
+                url,
+                worker_name: worker_name.unwrap_or_else(IiiOptions::default_worker_name),
+            });
+            mcp(data_dir, config.as_deref(), iii).await
         }
         Command::Call {
             function_id,
@@ -180,24 +208,22 @@ pub fn seed_config(data_dir: &Path, seed: Option<&Path>) -> anyhow::Result<Confi
     }
 }
 
-async fn serve(
-    listen: Option<SocketAddr>,
-    data_dir: PathBuf,
+/// Starts a worker over `data_dir` (seeded from `seed` on a first boot),
+/// joined to the iii engine of `iii` if given.
+async fn start(
+    data_dir: &Path,
     seed: Option<&Path>,
-    iii: Option<IiiOptions>,
-    http: HttpOptions,
-) -> anyhow::Result<ExitCode> {
-    http.validate()
-        .map_err(|message| anyhow::anyhow!(message))?;
-    let config = seed_config(&data_dir, seed)?;
+    iii: Option<&IiiOptions>,
+) -> anyhow::Result<Worker> {
+    let config = seed_config(data_dir, seed)?;
     let worker = Worker::start(WorkerOptions {
-        data_dir: data_dir.clone(),
+        data_dir: data_dir.to_path_buf(),
         config,
         python_wasm: None,
     })
     .await
     .map_err(|err| anyhow::anyhow!(err.message))?;
-    if let Some(iii) = &iii {
+    if let Some(iii) = iii {
         worker
             .join_iii(iii)
             .map_err(|err| anyhow::anyhow!(err.message))?;
@@ -207,6 +233,40 @@ async fn serve(
             iii.worker_name
         );
     }
+    Ok(worker)
+}
+
+/// `code-runner mcp`: one MCP client on stdio, until it closes stdin or a
+/// signal comes.
+async fn mcp(
+    data_dir: PathBuf,
+    seed: Option<&Path>,
+    iii: Option<IiiOptions>,
+) -> anyhow::Result<ExitCode> {
+    let worker = start(&data_dir, seed, iii.as_ref()).await?;
+    tracing::info!(
+        "code-runner serving MCP on stdio (data dir {})",
+        data_dir.display()
+    );
+    let served = tokio::select! {
+        served = crate::edge::mcp::McpServer::new(worker.clone()).serve_stdio() => served,
+        () = shutdown_signal() => Ok(()),
+    };
+    worker.shutdown().await;
+    served?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve(
+    listen: Option<SocketAddr>,
+    data_dir: PathBuf,
+    seed: Option<&Path>,
+    iii: Option<IiiOptions>,
+    http: HttpOptions,
+) -> anyhow::Result<ExitCode> {
+    http.validate()
+        .map_err(|message| anyhow::anyhow!(message))?;
+    let worker = start(&data_dir, seed, iii.as_ref()).await?;
     match listen {
         Some(listen) => {
             let listener = tokio::net::TcpListener::bind(listen)

@@ -2,7 +2,9 @@
 //! engine link and the process log. Nothing below imports this layer; each
 //! part is handed what it needs by the composition root (`worker.rs`).
 
+pub mod api;
 pub mod http;
 pub mod iii;
 pub mod logging;
+pub mod mcp;
 pub(crate) mod ui;

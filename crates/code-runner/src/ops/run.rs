@@ -48,10 +48,11 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
             .min(left.max(Duration::from_millis(1))),
         None => config.timeout(request.timeout_ms)?,
     };
-    let scope = caller
-        .guest
-        .as_ref()
-        .map_or_else(AbortSignal::new, |guest| guest.scope.child());
+    let scope = match (&caller.guest, &caller.cancel) {
+        (Some(guest), _) => guest.scope.child(),
+        (None, Some(cancel)) => cancel.child(),
+        (None, None) => AbortSignal::new(),
+    };
     let caps = config.output_caps();
     let started = Instant::now();
     let (code, weak) = (request.code, Arc::downgrade(&ops));

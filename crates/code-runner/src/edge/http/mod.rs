@@ -16,9 +16,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
-use code_runner_core::wire::FunctionsInfoResponse;
-use serde_json::{Value, json};
-use std::future::Future;
+use serde_json::json;
+
+pub use crate::edge::api::Api;
 
 pub use body::{
     DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_BUFFERED_BODY_BYTES, JsonBody, MAX_BODY_BYTES,
@@ -105,27 +105,13 @@ impl IntoResponse for Refusal {
     }
 }
 
-/// What the HTTP API serves: the worker's facade. The composition root
-/// implements it for [`crate::Worker`]; this layer never sees the root.
-pub trait Api: Clone + Send + Sync + 'static {
-    /// Calls bus function `function_id` with `payload`.
-    fn call(
-        &self,
-        function_id: &str,
-        payload: Value,
-    ) -> impl Future<Output = Result<Value, CallError>> + Send;
-    /// Describes every function this worker's bus holds.
-    fn functions(&self) -> impl Future<Output = Result<FunctionsInfoResponse, CallError>> + Send;
-    /// Liveness and load, for `/healthz`.
-    fn health(&self) -> Value;
-}
-
 /// The router over `worker`.
 pub fn app<A: Api>(worker: A) -> Router {
     Router::new()
         .route("/v1/call/{function_id}", post(call::<A>))
         .route("/v1/functions", get(functions::<A>))
         .route("/healthz", get(healthz::<A>))
+        .nest_service("/mcp", crate::edge::mcp::service(worker.clone()))
         .merge(crate::edge::ui::routes())
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(worker)

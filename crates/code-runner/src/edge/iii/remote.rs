@@ -68,6 +68,7 @@ pub(crate) fn caller(ops: &Arc<Ops>, metadata: Option<&Value>) -> Caller {
         }
     });
     Caller {
+        cancel: None,
         guest: Some(GuestCaller {
             runtime: call,
             root: tree,

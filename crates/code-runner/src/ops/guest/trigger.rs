@@ -87,6 +87,7 @@ pub(super) async fn trigger(
         .timeout_ms
         .map_or(left, |ms| Duration::from_millis(ms).min(left));
     let caller = Caller {
+        cancel: None,
         guest: Some(GuestCaller {
             runtime: ctx.key,
             root: ctx.root,

@@ -1,0 +1,42 @@
+//! The worker as its callers see it: what the HTTP API and the MCP server
+//! serve. The composition root implements [`Api`] for [`crate::Worker`];
+//! nothing in `edge/` imports the root.
+
+use std::future::Future;
+
+use code_runner_core::wire::FunctionsInfoResponse;
+use code_runner_core::{AbortSignal, Config};
+use serde_json::Value;
+
+use crate::bus::CallError;
+
+/// The worker's facade.
+pub trait Api: Clone + Send + Sync + 'static {
+    /// Calls bus function `function_id` with `payload`, as the host.
+    fn call(
+        &self,
+        function_id: &str,
+        payload: Value,
+    ) -> impl Future<Output = Result<Value, CallError>> + Send;
+
+    /// [`Api::call`], taken back when `cancel` fires: a run the call
+    /// started is aborted (it answers as an aborted run does).
+    fn call_cancellable(
+        &self,
+        function_id: &str,
+        payload: Value,
+        cancel: AbortSignal,
+    ) -> impl Future<Output = Result<Value, CallError>> + Send;
+
+    /// Describes every function this worker's bus holds.
+    fn functions(&self) -> impl Future<Output = Result<FunctionsInfoResponse, CallError>> + Send;
+
+    /// Liveness and load, for `/healthz`.
+    fn health(&self) -> Value;
+
+    /// The configuration in force (caps and timeouts for tool descriptions).
+    fn config(&self) -> Config;
+
+    /// Wakes on every change of the bus's set of functions.
+    fn changes(&self) -> tokio::sync::watch::Receiver<u64>;
+}

@@ -1,0 +1,182 @@
+//! The worker as an MCP server, for agent hosts: over stdio
+//! (`code-runner mcp`) and streamable HTTP at `/mcp` (`serve`), with the
+//! official SDK, `rmcp`.
+//!
+//! Tools are the operations and the published functions ([`tools`]); a call
+//! is a bus call as the host. Its answer is the bus response, as
+//! `structuredContent` and as text; a failing script is an ordinary result
+//! (its exit code and traceback are the answer), a contract error a result
+//! with `isError` whose text is `code: message`. A client's
+//! `notifications/cancelled` aborts the run it started. The tool list
+//! follows the bus: a session is told `notifications/tools/list_changed`
+//! when the published tools change.
+
+mod http;
+pub mod tools;
+
+pub use http::service;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use code_runner_core::AbortSignal;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
+
+use crate::edge::api::Api;
+
+/// How long the tool list must be still before a change is announced.
+const SETTLE: Duration = Duration::from_millis(50);
+
+/// One MCP session's server over the worker's facade.
+#[derive(Clone)]
+pub struct McpServer<A: Api> {
+    api: A,
+    /// Whether this session already follows the bus for tool-list changes.
+    following: Arc<AtomicBool>,
+}
+
+impl<A: Api> McpServer<A> {
+    /// A server over `api`.
+    pub fn new(api: A) -> Self {
+        McpServer {
+            api,
+            following: Arc::default(),
+        }
+    }
+
+    /// Serves one client on stdin and stdout until it closes them.
+    ///
+    /// # Errors
+    /// The handshake failed (the client spoke no MCP).
+    pub async fn serve_stdio(self) -> anyhow::Result<()> {
+        let running = self.serve(rmcp::transport::stdio()).await?;
+        running.waiting().await?;
+        Ok(())
+    }
+
+    /// Tells `peer` whenever the published tools change, until it goes away.
+    fn follow(&self, peer: Peer<RoleServer>) {
+        if self.following.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let api = self.api.clone();
+        tokio::spawn(async move {
+            let mut changes = api.changes();
+            let mut known = published(&api).await;
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() { return },
+                    () = tokio::time::sleep(Duration::from_secs(5)) => {
+                        if peer.is_transport_closed() { return }
+                        continue;
+                    }
+                }
+                tokio::time::sleep(SETTLE).await;
+                changes.borrow_and_update();
+                let now = published(&api).await;
+                if now != known {
+                    known = now;
+                    if peer.notify_tool_list_changed().await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// The published tools' names now.
+async fn published<A: Api>(api: &A) -> Vec<String> {
+    match api.functions().await {
+        Ok(listing) => tools::published_names(&listing.functions),
+        Err(_) => Vec::new(),
+    }
+}
+
+impl<A: Api> ServerHandler for McpServer<A> {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new(
+                "code-runner",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "Runs Python and JavaScript in a sandbox: call `run` with lang and code; \
+                 functions published with `register_function` become tools of their own.",
+            )
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.follow(context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        self.follow(context.peer);
+        let listing = self
+            .api
+            .functions()
+            .await
+            .map_err(|err| McpError::internal_error(err.message, None))?;
+        Ok(ListToolsResult::with_all_items(tools::tools(
+            &listing.functions,
+            &self.api.config(),
+        )))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let Some(id) = tools::function_id(&request.name) else {
+            return Err(McpError::invalid_params(
+                format!(
+                    "no tool `{}` here: tools/list names every tool",
+                    request.name
+                ),
+                None,
+            ));
+        };
+        let payload = Value::Object(request.arguments.unwrap_or_default());
+        let cancel = AbortSignal::new();
+        let call = self.api.call_cancellable(&id, payload, cancel.clone());
+        tokio::pin!(call);
+        let answer = tokio::select! {
+            answer = &mut call => answer,
+            () = context.ct.cancelled() => {
+                cancel.abort();
+                call.await
+            }
+        };
+        Ok(match answer {
+            Ok(value) => {
+                let text = serde_json::to_string(&value).unwrap_or_default();
+                let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+                if value.is_object() {
+                    result.structured_content = Some(value);
+                }
+                result
+            }
+            Err(err) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "{}: {}",
+                err.code, err.message
+            ))]),
+        }
+        .into())
+    }
+}

@@ -1,0 +1,180 @@
+//! Which bus functions are MCP tools, under which names.
+//!
+//! The three operations are `run`, `teardown` and `register_function`. A
+//! published function (`register_function`, node's `iii.registerFunction`)
+//! is a tool while it lives, named by its id with every `::` written `.`:
+//! `my-app::greet` is `my-app.greet`. Id segments hold only letters,
+//! digits, `_` and `-`, so the mapping is one-to-one and never meets an
+//! operation's name (those have no `.`). An id whose name would pass MCP's
+//! 128 characters, and every function of the worker's own, the engine's or
+//! another reserved namespace, is not a tool.
+
+use std::sync::Arc;
+
+use code_runner_core::Config;
+use code_runner_core::wire::FunctionInfo;
+use rmcp::model::{JsonObject, Tool};
+use serde_json::{Value, json};
+
+use crate::bus::names::{REGISTER_FUNCTION, RUN, TEARDOWN};
+use crate::bus::naming::FunctionId;
+
+/// Longest tool name MCP allows.
+pub const MAX_TOOL_NAME: usize = 128;
+
+/// The operations, by tool name.
+const OPERATIONS: [(&str, &str); 3] = [
+    ("run", RUN),
+    ("teardown", TEARDOWN),
+    ("register_function", REGISTER_FUNCTION),
+];
+
+/// The bus function a tool name calls, if it names one.
+pub fn function_id(tool: &str) -> Option<String> {
+    if let Some((_, id)) = OPERATIONS.iter().find(|(name, _)| *name == tool) {
+        return Some((*id).to_string());
+    }
+    let id = tool.replace('.', "::");
+    FunctionId::parse(&id).ok().map(|_| id)
+}
+
+/// The tool name of a published function's id, if it is a tool.
+pub fn published_name(id: &str) -> Option<String> {
+    FunctionId::parse(id).ok()?;
+    let name = id.replace("::", ".");
+    (name.len() <= MAX_TOOL_NAME).then_some(name)
+}
+
+/// The tools over `functions` (the bus's listing): the operations, then
+/// every published function that is a tool, by name.
+pub fn tools(functions: &[FunctionInfo], config: &Config) -> Vec<Tool> {
+    let mut tools = Vec::new();
+    for (name, id) in OPERATIONS {
+        if let Some(info) = functions.iter().find(|f| f.function_id == id) {
+            tools.push(tool(name, Some(operation_text(name, config)), info));
+        }
+    }
+    let mut published: Vec<(String, &FunctionInfo)> = functions
+        .iter()
+        .filter(|f| !is_internal(f))
+        .filter_map(|f| Some((published_name(&f.function_id)?, f)))
+        .collect();
+    published.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, info) in published {
+        tools.push(tool(&name, info.description.clone(), info));
+    }
+    tools
+}
+
+/// The names of the published tools in `functions`, sorted: what a change
+/// of the tool list compares.
+pub fn published_names(functions: &[FunctionInfo]) -> Vec<String> {
+    let mut names: Vec<String> = functions
+        .iter()
+        .filter(|f| !is_internal(f))
+        .filter_map(|f| published_name(&f.function_id))
+        .collect();
+    names.sort();
+    names
+}
+
+fn is_internal(info: &FunctionInfo) -> bool {
+    info.metadata
+        .as_ref()
+        .and_then(|m| m.get("internal"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+fn tool(name: &str, description: Option<String>, info: &FunctionInfo) -> Tool {
+    let mut tool = Tool::new_with_raw(
+        name.to_string(),
+        description.map(Into::into),
+        Arc::new(input_schema(info.request_schema.as_ref())),
+    );
+    tool.output_schema = info
+        .response_schema
+        .as_ref()
+        .and_then(object_schema)
+        .map(Arc::new);
+    tool
+}
+
+/// A request schema as MCP wants it: an object schema; anything else (a
+/// published function's "any" format) becomes an open object.
+fn input_schema(schema: Option<&Value>) -> JsonObject {
+    schema
+        .and_then(object_schema)
+        .unwrap_or_else(|| match json!({"type": "object"}) {
+            Value::Object(map) => map,
+            _ => JsonObject::new(),
+        })
+}
+
+/// `schema` when it describes JSON objects (`"type": "object"`).
+fn object_schema(schema: &Value) -> Option<JsonObject> {
+    match schema {
+        Value::Object(map) if map.get("type").and_then(Value::as_str) == Some("object") => {
+            Some(map.clone())
+        }
+        _ => None,
+    }
+}
+
+/// What a model needs to use an operation well, with the caps in force.
+fn operation_text(name: &str, config: &Config) -> String {
+    let cap = |bytes: u64| match bytes {
+        0 => "no cap".to_string(),
+        bytes => format!("{bytes} bytes"),
+    };
+    match name {
+        "run" => format!(
+            "Run code in a sandbox: no network, no host files, no packages beyond the standard library. \
+             lang \"python\": a script; assign `result` to return a value. lang \"node\": the body of an \
+             async function; `return` the value, `await` freely. The answer has stdout, stderr, exit_code \
+             and result: a failing script is an answer (exit_code 1 and the traceback), not an error. \
+             Caps: stdout and stderr keep {} each (head and tail, a marker between), result {}: print \
+             less or return a summary when a cap is hit. timeout_ms defaults to {} ms (at most {}). \
+             keep: true keeps the runtime (variables, files in /work or iii.files) and returns a \
+             runtime_id to pass to later runs; tear it down when done.",
+            cap(config.max_stream_bytes),
+            cap(config.max_result_bytes),
+            config.default_timeout_ms,
+            config.max_timeout_ms,
+        ),
+        "teardown" => "Destroy a kept runtime (runtime_id) or every runtime behind a \
+             register_function namespace (namespace), and unregister their functions."
+            .to_string(),
+        _ => "Publish a function whose handler runs in a sandbox: source defines handler(payload) \
+             in lang (python: def handler(payload); node: function handler(payload)); it then \
+             appears as a tool named by its id with `::` written `.` (my-app::greet is \
+             my-app.greet) until torn down."
+            .to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names map one-to-one; reserved and over-long ids are no tools.
+    #[test]
+    fn names_map_both_ways() {
+        assert_eq!(function_id("run").as_deref(), Some(RUN));
+        assert_eq!(
+            published_name("my-app::greet").as_deref(),
+            Some("my-app.greet")
+        );
+        assert_eq!(
+            function_id("my-app.users.get").as_deref(),
+            Some("my-app::users::get")
+        );
+        assert_eq!(published_name("code-runner::run"), None);
+        assert_eq!(published_name("engine::functions::info"), None);
+        assert_eq!(function_id("code-runner.run"), None);
+        assert_eq!(function_id("nodots"), None);
+        let long = format!("a::{}::{}::d", "b".repeat(60), "c".repeat(64));
+        assert!(FunctionId::parse(&long).is_ok());
+        assert_eq!(published_name(&long), None);
+    }
+}

@@ -1,0 +1,117 @@
+// The MCP server's tools through the official TypeScript SDK, over stdio and
+// over streamable HTTP: the same contract on both.
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { call, connect, eventually } from "./harness.mjs";
+
+for (const transport of ["stdio", "http"]) {
+  describe(`MCP over ${transport}`, () => {
+    let session;
+    let changes = 0;
+    before(async () => {
+      session = await connect(transport);
+      session.client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+        changes += 1;
+      });
+    });
+    after(async () => session.close());
+
+    it("lists the operations with their request and response schemas", async () => {
+      const { tools } = await session.client.listTools();
+      const names = tools.map((t) => t.name);
+      for (const name of ["run", "teardown", "register_function"]) {
+        assert.ok(names.includes(name), `${name} in ${names}`);
+      }
+      const run = tools.find((t) => t.name === "run");
+      assert.equal(run.inputSchema.type, "object");
+      assert.ok(run.inputSchema.properties.lang, "lang is a field");
+      assert.equal(run.outputSchema.type, "object");
+      assert.match(run.description, /assign `result`/);
+      assert.match(run.description, /`return` the value/);
+      assert.ok(!names.includes("configuration::get") && !names.some((n) => n.includes("::")));
+    });
+
+    it("runs python and node; the bus response is structuredContent and text", async () => {
+      const py = await call(session.client, "run", { lang: "python", code: "print('hi')\nresult = 2 + 2" });
+      assert.equal(py.isError, false);
+      assert.equal(py.structuredContent.result, 4);
+      assert.equal(py.structuredContent.stdout, "hi\n");
+      assert.deepEqual(JSON.parse(py.content[0].text), py.structuredContent);
+      const js = await call(session.client, "run", { lang: "node", code: "console.log('hi'); return 2 + 2" });
+      assert.equal(js.isError, false);
+      assert.equal(js.structuredContent.result, 4);
+      assert.equal(js.structuredContent.runtime_id, undefined, "a one-shot run returns no id");
+    });
+
+    it("keeps a runtime, reuses it and tears it down", async () => {
+      const kept = await call(session.client, "run", { lang: "python", code: "x = 40", keep: true });
+      const id = kept.structuredContent.runtime_id;
+      assert.match(id, /^rt_/);
+      const again = await call(session.client, "run", { lang: "python", code: "result = x + 2", runtime_id: id });
+      assert.equal(again.structuredContent.result, 42);
+      const down = await call(session.client, "teardown", { runtime_id: id });
+      assert.equal(down.isError, false);
+      assert.equal(down.structuredContent.torn_down, true);
+      const gone = await call(session.client, "run", { lang: "python", code: "result = x", runtime_id: id });
+      assert.equal(gone.isError, true);
+      assert.match(gone.content[0].text, /^code-runner::(expired|runtime_not_found): /);
+    });
+
+    it("answers a failing script as a result, a contract error as isError", async () => {
+      const failing = await call(session.client, "run", { lang: "python", code: "1 / 0" });
+      assert.equal(failing.isError, false);
+      assert.equal(failing.structuredContent.exit_code, 1);
+      assert.match(failing.structuredContent.stderr, /ZeroDivisionError/);
+      const slow = await call(session.client, "run", { lang: "node", code: "while (true) {}", timeout_ms: 200 });
+      assert.equal(slow.isError, true);
+      assert.match(slow.content[0].text, /^code-runner::timeout: /);
+      assert.equal(slow.structuredContent, undefined);
+      const bad = await call(session.client, "run", { lang: "cobol", code: "x" });
+      assert.equal(bad.isError, true);
+      assert.match(bad.content[0].text, /^code-runner::invalid_request: .*lang/);
+    });
+
+    it("shows a published function as a tool while it lives", async () => {
+      const before = changes;
+      const made = await call(session.client, "register_function", {
+        function_id: "mcp-demo::greet",
+        lang: "python",
+        source: "def handler(payload):\n    return {'hello': payload['name']}",
+        description: "Greets by name.",
+      });
+      assert.equal(made.isError, false, made.content[0].text);
+      await eventually(() => changes > before);
+      const { tools } = await session.client.listTools();
+      const greet = tools.find((t) => t.name === "mcp-demo.greet");
+      assert.ok(greet, `mcp-demo.greet in ${tools.map((t) => t.name)}`);
+      assert.equal(greet.description, "Greets by name.");
+      const answer = await call(session.client, "mcp-demo.greet", { name: "ada" });
+      assert.deepEqual(answer.structuredContent, { hello: "ada" });
+      const seen = changes;
+      await call(session.client, "teardown", { namespace: "mcp-demo" });
+      await eventually(() => changes > seen);
+      const after = await session.client.listTools();
+      assert.ok(!after.tools.some((t) => t.name === "mcp-demo.greet"));
+      const unknown = await call(session.client, "mcp-demo.greet", { name: "ada" });
+      assert.equal(unknown.isError, true);
+    });
+
+    it("aborts a run the client cancels", async () => {
+      const kept = await call(session.client, "run", { lang: "node", code: "globalThis.x = 1; return 1", keep: true });
+      const id = kept.structuredContent.runtime_id;
+      const controller = new AbortController();
+      const spinning = call(session.client, "run", { lang: "node", code: "while (true) {}", runtime_id: id, timeout_ms: 60_000 }, { signal: controller.signal });
+      await new Promise((done) => setTimeout(done, 500));
+      controller.abort();
+      await assert.rejects(spinning);
+      // The runtime runs one program at a time: had the loop gone on, this
+      // would wait behind it for a minute.
+      const started = Date.now();
+      const next = await call(session.client, "run", { lang: "node", code: "return 7", runtime_id: id, timeout_ms: 60_000 });
+      assert.ok(Date.now() - started < 20_000, `answered after ${Date.now() - started} ms`);
+      assert.equal(next.structuredContent?.result, 7, JSON.stringify(next));
+      await call(session.client, "teardown", { runtime_id: id });
+    });
+  });
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::util::{
+use crate::helpers::{
     CAPACITY, RUN, RUNTIME_NOT_FOUND, ServeProcess, binary, client, dirs_holding, output_within,
     post_json, raw_http, runtime_dirs, tempdir, wait_until,
 };

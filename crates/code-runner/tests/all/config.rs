@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::util::{
+use crate::helpers::{
     Answer, CAPACITY, INVALID_REQUEST, RUN, ServeProcess, Server, binary, client, output_within,
     post_json, tempdir,
 };
@@ -35,7 +35,7 @@ async fn stored(server: &Server) -> Value {
 /// `configuration::set` of the stored value with `changes` merged in.
 async fn set_keys(server: &Server, changes: Value) -> Answer {
     let mut value = stored(server).await;
-    crate::util::merge(&mut value, changes);
+    crate::helpers::merge(&mut value, changes);
     server
         .call(SET, json!({"id": "code-runner", "value": value}))
         .await

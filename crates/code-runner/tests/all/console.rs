@@ -4,7 +4,7 @@
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::util::{FUNCTIONS_INFO, INVALID_REQUEST, Server, client};
+use crate::helpers::{FUNCTIONS_INFO, INVALID_REQUEST, Server, client};
 
 const UI_CONTENT: &str = "code-runner::ui-content";
 

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::util::{FUNCTIONS_INFO, Server};
+use crate::helpers::{FUNCTIONS_INFO, Server};
 
 const INJECT: &str = "code-runner::inject-guidance";
 

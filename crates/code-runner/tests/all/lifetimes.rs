@@ -10,7 +10,7 @@ use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use crate::util::{RUN, Server, client, runtime_dirs, wait_until};
+use crate::helpers::{RUN, Server, client, runtime_dirs, wait_until};
 
 /// A guest creating files under fresh names as fast as it can, after
 /// marking `/work/started`: whatever removes its directory while it runs
@@ -92,7 +92,7 @@ async fn healthz_answers_while_many_directories_are_removed() {
             let url = server.url.clone();
             let payload = json!({"lang": "python", "code": fill, "timeout_ms": 30_000});
             tokio::spawn(
-                async move { crate::util::post_json(&client(), &url, RUN, &payload).await },
+                async move { crate::helpers::post_json(&client(), &url, RUN, &payload).await },
             )
         })
         .collect();

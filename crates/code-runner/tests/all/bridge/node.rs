@@ -6,8 +6,8 @@
 
 use serde_json::{Value, json};
 
-use crate::node_register::registered_node;
-use crate::util::{FUNCTION_NOT_FOUND, FUNCTIONS_INFO, INVALID_REQUEST, RUN, Server, TEARDOWN};
+use crate::register::node::registered_node;
+use crate::helpers::{FUNCTION_NOT_FOUND, FUNCTIONS_INFO, INVALID_REQUEST, RUN, Server, TEARDOWN};
 
 async fn node(server: &Server, code: &str) -> Value {
     let answer = server
@@ -241,7 +241,7 @@ async fn registrations_end_with_the_run_or_the_namespace_teardown() {
     server
         .call(TEARDOWN, json!({"namespace": "tools"}))
         .await
-        .assert_error(crate::util::INVALID_REQUEST, "runtime_id");
+        .assert_error(crate::helpers::INVALID_REQUEST, "runtime_id");
     let torn = server.call(TEARDOWN, json!({"runtime_id": id})).await;
     assert_eq!(
         torn.ok(),
@@ -250,7 +250,7 @@ async fn registrations_end_with_the_run_or_the_namespace_teardown() {
     server
         .run_on(&id, "return 1")
         .await
-        .assert_error(crate::util::EXPIRED, "torn down");
+        .assert_error(crate::helpers::EXPIRED, "torn down");
 }
 
 /// A runtime whose isolate a heap kill replaced keeps serving with fresh
@@ -275,7 +275,7 @@ async fn a_heap_kill_unregisters_what_the_lost_isolate_registered() {
     server
         .run_on(&id, bomb)
         .await
-        .assert_error(crate::util::RESOURCE_EXHAUSTED, "heap limit 48 MiB");
+        .assert_error(crate::helpers::RESOURCE_EXHAUSTED, "heap limit 48 MiB");
     server
         .call("tools::x", json!({}))
         .await
@@ -308,7 +308,7 @@ async fn a_heap_kill_unregisters_what_the_lost_isolate_registered() {
     server
         .call("ns::main", json!({"bomb": true}))
         .await
-        .assert_error(crate::util::RESOURCE_EXHAUSTED, "heap limit 48 MiB");
+        .assert_error(crate::helpers::RESOURCE_EXHAUSTED, "heap limit 48 MiB");
     server
         .call("ns::extra", json!({}))
         .await

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::engine_util::{EngineProc, WorkerProc};
+use crate::helpers::engine::{EngineProc, WorkerProc};
 
 /// How long a worker may take to appear on the engine on a busy machine.
 const REGISTERED: Duration = Duration::from_secs(90);

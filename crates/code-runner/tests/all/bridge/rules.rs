@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::register::registered;
-use crate::util::{FUNCTIONS_INFO, INVALID_REQUEST, Server};
+use crate::helpers::{FUNCTIONS_INFO, INVALID_REQUEST, Server};
 
 /// The contract's done-when: a python run's
 /// `iii.trigger({"function_id": "state::claim-namespace", "payload": {}})`

@@ -11,11 +11,12 @@
 //! fault has a JavaScript form (with `node_expect` when its documented ending
 //! differs), so [`Case::programs`] yields one column per language.
 
+
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::util::{
+use crate::helpers::{
     EXPIRED, RESOURCE_EXHAUSTED, RUN, Server, TIMEOUT, client, post_json, wait_until,
 };
 
@@ -293,7 +294,7 @@ fault_matrix! {
 
     /// Growing lists past linear memory is `resource_exhausted`, not a host OOM.
     list_memory_bomb_is_resource_exhausted => Case {
-        python: Code::Src(include_str!("../fixtures/memory_bomb_list.py")),
+        python: Code::Src(include_str!("../../fixtures/memory_bomb_list.py")),
         node: Some(Code::Src("const a = []; for (;;) a.push(new Array(1e6).fill(1))")),
         node_expect: Some(Expect::Error(RESOURCE_EXHAUSTED, "heap limit 128 MiB exceeded")),
         timeout_ms: Some(30_000),
@@ -312,7 +313,7 @@ fault_matrix! {
 
     /// A smaller `memory_mb` is the ceiling that bites, and the message says which.
     memory_bomb_under_a_small_memory_mb_names_it => Case {
-        python: Code::Src(include_str!("../fixtures/memory_bomb_list.py")),
+        python: Code::Src(include_str!("../../fixtures/memory_bomb_list.py")),
         timeout_ms: Some(30_000),
         memory_mb: Some(64),
         expect: Expect::Error(RESOURCE_EXHAUSTED, "memory limit 64 MiB"),
@@ -335,7 +336,7 @@ fault_matrix! {
     /// With the recursion limit lifted, the wasm stack is what stops it: that
     /// must trap inside wasmtime, not overflow the host thread's stack.
     recursion_past_a_lifted_limit_is_contained => Case {
-        python: Code::Src(include_str!("../fixtures/recursion_past_raised_limit.py")),
+        python: Code::Src(include_str!("../../fixtures/recursion_past_raised_limit.py")),
         timeout_ms: Some(30_000),
         expect: Expect::OneOf(&[
             Expect::Raises(&["RecursionError", "MemoryError"]),
@@ -346,8 +347,8 @@ fault_matrix! {
 
     /// 1 GiB of stdout is a success whose stdout is head, marker and tail, at most ~17 KB.
     stdout_flood_is_truncated_around_a_marker => Case {
-        python: Code::Src(include_str!("../fixtures/stdout_flood.py")),
-        node: Some(Code::Src(include_str!("../fixtures/stdout_flood.js"))),
+        python: Code::Src(include_str!("../../fixtures/stdout_flood.py")),
+        node: Some(Code::Src(include_str!("../../fixtures/stdout_flood.js"))),
         timeout_ms: Some(30_000),
         expect: Expect::Response(|body| {
             ensure(body["success"] == true, "success true")?;
@@ -363,8 +364,8 @@ fault_matrix! {
 
     /// stderr is capped on its own, with a marker naming stderr.
     stderr_flood_is_truncated_with_a_marker_naming_stderr => Case {
-        python: Code::Src(include_str!("../fixtures/stderr_flood.py")),
-        node: Some(Code::Src(include_str!("../fixtures/stderr_flood.js"))),
+        python: Code::Src(include_str!("../../fixtures/stderr_flood.py")),
+        node: Some(Code::Src(include_str!("../../fixtures/stderr_flood.js"))),
         timeout_ms: Some(30_000),
         expect: Expect::Response(|body| {
             ensure(body["success"] == true, "success true")?;
@@ -379,8 +380,8 @@ fault_matrix! {
 
     /// 300 MiB into /work crosses its 256 MiB budget.
     work_flood_in_bytes_is_resource_exhausted => Case {
-        python: Code::Src(include_str!("../fixtures/work_flood_bytes.py")),
-        node: Some(Code::Src(include_str!("../fixtures/scratch_flood_bytes.js"))),
+        python: Code::Src(include_str!("../../fixtures/work_flood_bytes.py")),
+        node: Some(Code::Src(include_str!("../../fixtures/scratch_flood_bytes.js"))),
         node_expect: Some(Expect::Error(RESOURCE_EXHAUSTED, "iii.files quota exceeded: 8 MiB and 64 files")),
         timeout_ms: Some(30_000),
         expect: Expect::Error(RESOURCE_EXHAUSTED, "/work"),
@@ -389,8 +390,8 @@ fault_matrix! {
 
     /// 25000 entries cross /work's 20000-entry budget.
     work_flood_in_files_is_resource_exhausted => Case {
-        python: Code::Src(include_str!("../fixtures/work_flood_files.py")),
-        node: Some(Code::Src(include_str!("../fixtures/scratch_flood_files.js"))),
+        python: Code::Src(include_str!("../../fixtures/work_flood_files.py")),
+        node: Some(Code::Src(include_str!("../../fixtures/scratch_flood_files.js"))),
         node_expect: Some(Expect::Error(RESOURCE_EXHAUSTED, "iii.files quota exceeded: 8 MiB and 64 files")),
         timeout_ms: Some(30_000),
         expect: Expect::Error(RESOURCE_EXHAUSTED, "/work"),
@@ -417,14 +418,14 @@ fault_matrix! {
 
     /// A symlink to an absolute host path cannot be made, or cannot be followed.
     absolute_symlink_fails_in_the_guest => Case {
-        python: Code::Src(include_str!("../fixtures/escape_symlink_absolute.py")),
+        python: Code::Src(include_str!("../../fixtures/escape_symlink_absolute.py")),
         expect: Expect::Raises(&["PermissionError", "FileNotFoundError"]),
         ..Case::DEFAULT
     };
 
     /// A relative symlink climbing out of /work cannot be followed.
     relative_symlink_out_of_work_fails_in_the_guest => Case {
-        python: Code::Src(include_str!("../fixtures/escape_symlink_relative.py")),
+        python: Code::Src(include_str!("../../fixtures/escape_symlink_relative.py")),
         expect: Expect::Raises(&["PermissionError", "FileNotFoundError"]),
         ..Case::DEFAULT
     };
@@ -432,8 +433,8 @@ fault_matrix! {
     /// An `iii.trigger` whose callee would take 60 s is bounded by the
     /// caller's own 500 ms budget.
     trigger_that_never_answers_is_bounded_by_the_run_timeout => Case {
-        python: Code::Src(include_str!("../fixtures/trigger_never_answers.py")),
-        node: Some(Code::Src(include_str!("../fixtures/trigger_never_answers.js"))),
+        python: Code::Src(include_str!("../../fixtures/trigger_never_answers.py")),
+        node: Some(Code::Src(include_str!("../../fixtures/trigger_never_answers.js"))),
         timeout_ms: Some(500),
         expect: Expect::Error(TIMEOUT, "500 ms"),
         within: ON_TIME,
@@ -443,7 +444,7 @@ fault_matrix! {
     /// stdin is empty (reads see end-of-file), fd 0 carries nothing to the
     /// host (a frame-like write is refused), and fd 1 written by hand is stdout.
     stdin_reads_and_raw_fd_writes_do_not_break_the_channel => Case {
-        python: Code::Src(include_str!("../fixtures/stdin_and_raw_fds.py")),
+        python: Code::Src(include_str!("../../fixtures/stdin_and_raw_fds.py")),
         expect: Expect::Response(|body| {
             ensure(body["exit_code"] == 0, "exit_code 0")?;
             ensure(body["result"] == json!({"stdin": "", "fd0": ""}), "empty stdin reads")?;
@@ -455,8 +456,8 @@ fault_matrix! {
     /// Rebinding module attributes the wrapper also uses (os.read/os.write,
     /// json, math) cannot break the channel.
     rebinding_wrapper_modules_does_not_break_the_channel => Case {
-        python: Code::Src(include_str!("../fixtures/rebind_wrapper_modules.py")),
-        node: Some(Code::Src(include_str!("../fixtures/rebind_intrinsics.js"))),
+        python: Code::Src(include_str!("../../fixtures/rebind_wrapper_modules.py")),
+        node: Some(Code::Src(include_str!("../../fixtures/rebind_intrinsics.js"))),
         expect: Expect::Response(|body| ensure(body["result"] == "rebound", "result 'rebound'")),
         ..Case::DEFAULT
     };
@@ -464,7 +465,7 @@ fault_matrix! {
     /// The wrapper binds the builtins it needs before any program runs, so a
     /// program that rebinds them breaks only itself: its turn completes.
     rebinding_builtins_does_not_break_the_wrapper => Case {
-        python: Code::Src(include_str!("../fixtures/rebind_builtins.py")),
+        python: Code::Src(include_str!("../../fixtures/rebind_builtins.py")),
         expect: Expect::Response(|body| ensure(body["result"] == "rebound" && body["exit_code"] == 0, "result 'rebound', exit 0")),
         ..Case::DEFAULT
     };
@@ -489,8 +490,8 @@ fault_matrix! {
 
     /// Guest python reaches the bus: a nested `code-runner::run` answers its result.
     trigger_of_code_runner_run_returns_its_result => Case {
-        python: Code::Src(include_str!("../fixtures/trigger_run.py")),
-        node: Some(Code::Src(include_str!("../fixtures/trigger_run_python.js"))),
+        python: Code::Src(include_str!("../../fixtures/trigger_run.py")),
+        node: Some(Code::Src(include_str!("../../fixtures/trigger_run_python.js"))),
         timeout_ms: Some(30_000),
         expect: Expect::Response(|body| ensure(body["result"] == 42, "result 42")),
         ..Case::DEFAULT
@@ -532,7 +533,7 @@ fault_matrix! {
     /// Every way out of the scratch directory fails inside the guest.
     scratch_escape_attempts_fail_in_the_guest => Case {
         python: Code::Src("import os\nresult = [os.path.exists(p) for p in ['/etc/passwd', '/work/../etc/passwd']]"),
-        node: Some(Code::Src(include_str!("../fixtures/scratch_escape.js"))),
+        node: Some(Code::Src(include_str!("../../fixtures/scratch_escape.js"))),
         expect: Expect::Response(|body| ensure(body["result"] == json!([false, false]), "nothing outside /work")),
         node_expect: Some(Expect::Response(|body| {
             let refused = body["result"].as_array().is_some_and(|all| all.len() == 10 && all.iter().all(|r| r == true));
@@ -543,7 +544,7 @@ fault_matrix! {
 
     /// Guest node reaches python through the bus, and the other way round.
     python_triggers_node_and_gets_its_result => Case {
-        python: Code::Src(include_str!("../fixtures/trigger_run_node.py")),
+        python: Code::Src(include_str!("../../fixtures/trigger_run_node.py")),
         node: Some(Code::Src("return (await iii.trigger({ function_id: 'code-runner::run', payload: { lang: 'node', code: 'return 6 * 7' } })).result")),
         timeout_ms: Some(30_000),
         expect: Expect::Response(|body| ensure(body["result"] == 42, "result 42")),
@@ -552,8 +553,8 @@ fault_matrix! {
 
     /// A bus error reaches the guest as an exception carrying the bus `.code`.
     trigger_bus_error_raises_with_its_code => Case {
-        python: Code::Src(include_str!("../fixtures/trigger_bus_error.py")),
-        node: Some(Code::Src(include_str!("../fixtures/trigger_bus_error.js"))),
+        python: Code::Src(include_str!("../../fixtures/trigger_bus_error.py")),
+        node: Some(Code::Src(include_str!("../../fixtures/trigger_bus_error.js"))),
         expect: Expect::Response(|body| {
             ensure(
                 body["result"] == json!({"raised": true, "code": "function_not_found"}),
@@ -574,7 +575,7 @@ async fn teardown_during_a_call_answers_expired_to_that_call() {
         let url = server.url.clone();
         let payload = json!({
             "runtime_id": id,
-            "code": include_str!("../fixtures/sleep_after_marking_started.py"),
+            "code": include_str!("../../fixtures/sleep_after_marking_started.py"),
             "timeout_ms": 30_000,
         });
         tokio::spawn(async move { post_json(&client(), &url, RUN, &payload).await })
@@ -613,7 +614,7 @@ async fn forged_done_frame_does_not_outlive_the_turn_deadline() {
     let id = server.keep("pass").await;
     let forged = json!({
         "runtime_id": id,
-        "code": include_str!("../fixtures/forge_done_frame.py"),
+        "code": include_str!("../../fixtures/forge_done_frame.py"),
         "timeout_ms": 1000,
     });
     let started = Instant::now();

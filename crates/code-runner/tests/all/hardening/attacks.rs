@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::util::{Server, peak_rss_mib};
+use crate::helpers::{Server, peak_rss_mib};
 
 /// Longest the queued calls may take to be refused on a loaded machine.
 const REFUSALS_WITHIN: Duration = Duration::from_secs(90);
@@ -185,7 +185,7 @@ async fn configuration_beyond_what_the_engines_can_reserve_is_refused() {
 /// each answer carrying a `runtime_id` was in the log whole.
 #[test]
 fn a_trace_log_on_an_engine_holds_no_runtime_id() {
-    use crate::engine_util::{EngineProc, WorkerProc};
+    use crate::helpers::engine::{EngineProc, WorkerProc};
     let engine = EngineProc::start();
     let mut worker = WorkerProc::with_log_filter(&engine, "cr-trace", "", "trace");
     let kept = engine
@@ -268,7 +268,7 @@ async fn namespaces_registered_by_guests_cannot_take_every_slot() {
 /// second worker charges the calling tree first).
 #[test]
 fn fire_and_forget_through_the_engine_is_bounded_per_turn() {
-    use crate::engine_util::{EngineProc, WorkerProc};
+    use crate::helpers::engine::{EngineProc, WorkerProc};
     let engine = EngineProc::start();
     let worker = WorkerProc::start(&engine, "cr-void");
     let slow = WorkerProc::start(&engine, "cr-slow");

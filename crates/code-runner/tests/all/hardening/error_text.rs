@@ -5,7 +5,7 @@
 use code_runner_core::MAX_ERROR_MESSAGE_BYTES;
 use serde_json::json;
 
-use crate::util::{INVALID_REQUEST, RUN, Server};
+use crate::helpers::{INVALID_REQUEST, RUN, Server};
 
 /// The start of `text`, for failure messages that must not print megabytes.
 fn start(text: &str) -> &str {
@@ -22,7 +22,7 @@ async fn a_huge_string_in_a_forged_turn_end_comes_back_and_is_logged_bounded() {
     let mut server = Server::process("").await;
     let armed = server
         .run_with(
-            include_str!("../fixtures/forge_frame_huge_field.py"),
+            include_str!("../../fixtures/forge_frame_huge_field.py"),
             json!({"keep": true, "timeout_ms": 30_000}),
         )
         .await;

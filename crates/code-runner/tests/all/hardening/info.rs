@@ -6,7 +6,7 @@
 
 use serde_json::json;
 
-use crate::util::{FUNCTIONS_INFO, INVALID_REQUEST, Server};
+use crate::helpers::{FUNCTIONS_INFO, INVALID_REQUEST, Server};
 
 /// 150 000 ids over HTTP are `invalid_request` naming the bound; the
 /// worker lives on and serves.

@@ -2,9 +2,14 @@
 //! `/work` quota and the nesting limit, each leaving other tenants and the
 //! guest's own kept runtime serving.
 
+mod attacks;
+mod error_text;
+mod info;
+mod through_engine;
+
 use serde_json::json;
 
-use crate::util::Server;
+use crate::helpers::Server;
 
 /// A kept runtime opening files in a loop stops at its descriptor budget
 /// (the guest sees `ENOMEM`), and the worker keeps serving everyone else.

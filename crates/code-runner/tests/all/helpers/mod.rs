@@ -2,6 +2,8 @@
 //! real binary), calls that keep status and body together, and the
 //! assertions every area repeats.
 
+pub mod engine;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

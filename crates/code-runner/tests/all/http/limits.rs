@@ -11,7 +11,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::util::{
+use crate::helpers::{
     CAPACITY, INVALID_REQUEST, RUN, Server, client, peak_rss_mib, post_json, raw_http, wait_until,
 };
 

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
 use serde_json::{Map, Value, json};
 
-use crate::util::{
+use crate::helpers::{
     Answer, CAPACITY, EXPIRED, INVALID_REQUEST, RESOURCE_EXHAUSTED, RUN, RUNTIME_NOT_FOUND, Server,
     TEARDOWN, TIMEOUT,
 };

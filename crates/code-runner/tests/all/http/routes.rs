@@ -4,7 +4,7 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::util::{FUNCTION_NOT_FOUND, FUNCTIONS_INFO, INVALID_REQUEST, RUN, Server, TEARDOWN};
+use crate::helpers::{FUNCTION_NOT_FOUND, FUNCTIONS_INFO, INVALID_REQUEST, RUN, Server, TEARDOWN};
 
 /// Liveness for load balancers and for the tests that check a worker survived.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,7 +77,7 @@ async fn unknown_function_is_404_function_not_found() {
     server.assert_still_serves().await;
 }
 
-fn assert_invalid(answer: &crate::util::Answer, part: &str) {
+fn assert_invalid(answer: &crate::helpers::Answer, part: &str) {
     answer.assert_error(INVALID_REQUEST, part);
     assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{}", answer.body);
 }

@@ -6,7 +6,7 @@
 use code_runner::http::HttpOptions;
 use serde_json::Value;
 
-use crate::util::{INVALID_REQUEST, RUN, Server, raw_http};
+use crate::helpers::{INVALID_REQUEST, RUN, Server, raw_http};
 
 const TWO_PLUS_TWO: &str = r#"{"lang": "python", "code": "result = 2 + 2"}"#;
 

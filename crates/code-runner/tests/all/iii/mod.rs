@@ -2,12 +2,14 @@
 //! schemas, calls both ways, injected fields, error codes, and an engine
 //! restart that loses nothing.
 
+mod node;
+
 use std::time::{Duration, Instant};
 
 use iii_sdk::{InitOptions, RegisterFunction};
 use serde_json::{Value, json};
 
-use crate::engine_util::{EngineProc, WorkerProc};
+use crate::helpers::engine::{EngineProc, WorkerProc};
 
 /// How long a worker may take to (re)appear on the engine on a busy machine.
 const REGISTERED: Duration = Duration::from_secs(90);

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use iii_sdk::{InitOptions, RegisterFunction};
 use serde_json::{Value, json};
 
-use crate::engine_util::{EngineProc, WorkerProc, is_not_found};
+use crate::helpers::engine::{EngineProc, WorkerProc, is_not_found};
 
 /// How long a registration may take to appear on (or leave) the engine.
 const SETTLE: Duration = Duration::from_secs(90);

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::util::{
+use crate::helpers::{
     EXPIRED, INVALID_REQUEST, RUNTIME_NOT_FOUND, Server, TEARDOWN, TIMEOUT, wait_until,
 };
 
@@ -78,14 +78,14 @@ async fn lang_contradicting_the_runtime_is_invalid_request() {
     let id = server.keep("x = 1").await;
     let answer = server
         .call(
-            crate::util::RUN,
+            crate::helpers::RUN,
             json!({"runtime_id": id, "lang": "node", "code": "return 1"}),
         )
         .await;
     answer.assert_error(INVALID_REQUEST, "contradicts");
     let answer = server
         .call(
-            crate::util::RUN,
+            crate::helpers::RUN,
             json!({"runtime_id": id, "lang": "python", "code": "result = x"}),
         )
         .await;
@@ -100,7 +100,7 @@ async fn memory_mb_with_a_runtime_id_is_invalid_request() {
     let id = server.keep("x = 1").await;
     let answer = server
         .call(
-            crate::util::RUN,
+            crate::helpers::RUN,
             json!({"runtime_id": id, "code": "result = x", "memory_mb": 128}),
         )
         .await;
@@ -168,19 +168,19 @@ async fn teardown_needs_exactly_one_of_runtime_id_or_namespace() {
 async fn timed_out_turn_keeps_files_and_boots_a_fresh_interpreter() {
     let server = Server::start().await;
     let id = server
-        .keep(include_str!("../fixtures/keep_save_state.py"))
+        .keep(include_str!("../../fixtures/keep_save_state.py"))
         .await;
     let started = Instant::now();
     let answer = server
         .call(
-            crate::util::RUN,
+            crate::helpers::RUN,
             json!({"runtime_id": id, "code": "import time\ntime.sleep(60)", "timeout_ms": 300}),
         )
         .await;
     answer.assert_error(TIMEOUT, "300 ms");
     assert!(started.elapsed() < Duration::from_secs(5), "stopped late");
     let answer = server
-        .run_on(&id, include_str!("../fixtures/keep_probe_state.py"))
+        .run_on(&id, include_str!("../../fixtures/keep_probe_state.py"))
         .await;
     assert_eq!(
         answer.ok()["result"],
@@ -234,10 +234,10 @@ async fn idle_runtime_is_reaped_and_answers_expired() {
 async fn kept_runtimes_cannot_see_each_others_files_or_globals() {
     let server = Server::start().await;
     let a = server
-        .keep(include_str!("../fixtures/isolation_secret.py"))
+        .keep(include_str!("../../fixtures/isolation_secret.py"))
         .await;
     let b = server.keep("pass").await;
-    let probe = include_str!("../fixtures/isolation_probe.py");
+    let probe = include_str!("../../fixtures/isolation_probe.py");
     let seen_by_b = server.run_on(&b, probe).await;
     assert_eq!(
         seen_by_b.ok()["result"],

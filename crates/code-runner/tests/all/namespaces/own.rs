@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 
 use crate::register::REGISTER;
-use crate::util::{FUNCTION_NOT_FOUND, INVALID_REQUEST, RUN, Server, TEARDOWN};
+use crate::helpers::{FUNCTION_NOT_FOUND, INVALID_REQUEST, RUN, Server, TEARDOWN};
 
 /// A guest run's budget: room for a loaded machine.
 const LONG_MS: u64 = 60_000;
@@ -72,7 +72,7 @@ async fn turn(server: &Server, id: &str, code: &str) -> Value {
 }
 
 /// A host `register_function` of a python handler answering `word`.
-async fn host_register(server: &Server, id: &str, word: &str) -> crate::util::Answer {
+async fn host_register(server: &Server, id: &str, word: &str) -> crate::helpers::Answer {
     server
         .call(
             REGISTER,

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::register::registered;
-use crate::util::{INVALID_REQUEST, RUN, Server, TEARDOWN};
+use crate::helpers::{INVALID_REQUEST, RUN, Server, TEARDOWN};
 
 const REGISTER: &str = "code-runner::register_function";
 
@@ -14,7 +14,7 @@ const REGISTER: &str = "code-runner::register_function";
 const LONG_MS: u64 = 60_000;
 
 /// A python run of `code` on the kept runtime `id`, with [`LONG_MS`].
-async fn long_on(server: &Server, id: &str, code: &str) -> crate::util::Answer {
+async fn long_on(server: &Server, id: &str, code: &str) -> crate::helpers::Answer {
     server
         .call(
             RUN,
@@ -80,7 +80,7 @@ async fn a_guest_cannot_take_over_another_runs_namespace() {
     assert_refused(&outcomes[1], "may not register into namespace victim::");
     assert_refused(&outcomes[2], "may not tear down namespace victim::");
     assert_eq!(server.call("victim::greet", json!({})).await.ok(), "victim");
-    crate::util::Answer::assert_error(
+    crate::helpers::Answer::assert_error(
         &server.call("victim::spy", json!({})).await,
         "function_not_found",
         "victim::spy",
@@ -143,7 +143,7 @@ async fn a_host_namespace_is_the_operators_until_opened() {
         .run_with(&attack, json!({"timeout_ms": LONG_MS}))
         .await;
     assert_eq!(body.ok()["result"], json!(["ok", "ok"]), "{}", body.body);
-    crate::util::Answer::assert_error(
+    crate::helpers::Answer::assert_error(
         &server.call("ops::status", json!({})).await,
         "function_not_found",
         "ops::status",
@@ -276,7 +276,7 @@ async fn look_alikes_of_reserved_namespaces_are_refused() {
 /// replace it there, while the creating run's kept runtime can.
 #[test]
 fn a_namespace_on_another_worker_belongs_to_its_creator_too() {
-    use crate::engine_util::{EngineProc, WorkerProc};
+    use crate::helpers::engine::{EngineProc, WorkerProc};
     let engine = EngineProc::start();
     let a = WorkerProc::start(&engine, "cr-far-a");
     let b = WorkerProc::start(&engine, "cr-far-b");

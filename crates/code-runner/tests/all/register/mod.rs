@@ -3,9 +3,11 @@
 //! between calls, handler errors, replacement, one registry across
 //! languages, and what a namespace teardown undoes.
 
+pub mod node;
+
 use serde_json::{Value, json};
 
-use crate::util::{
+use crate::helpers::{
     FUNCTION_NOT_FOUND, FUNCTIONS_INFO, INVALID_REQUEST, RUNTIME_NOT_FOUND, Server, TEARDOWN,
     TIMEOUT,
 };
@@ -23,7 +25,7 @@ def handler(payload):
 "#;
 
 /// Registers python `source` as `id`; the answer.
-pub async fn register(server: &Server, id: &str, source: &str) -> crate::util::Answer {
+pub async fn register(server: &Server, id: &str, source: &str) -> crate::helpers::Answer {
     server
         .call(
             REGISTER,
@@ -320,7 +322,7 @@ async fn bad_registrations_are_invalid_requests_naming_the_problem() {
     ];
     for (fields, why) in cases {
         let mut payload = json!({"lang": "python", "source": good});
-        crate::util::merge(&mut payload, fields.clone());
+        crate::helpers::merge(&mut payload, fields.clone());
         server
             .call(REGISTER, payload)
             .await
@@ -470,7 +472,7 @@ async fn namespace_runtimes_outlive_the_idle_sweep() {
     registered(&server, "stay::f", "def handler(p):\n    return 'here'\n").await;
     let id = server.keep("pass").await;
     let worker = server.worker().clone();
-    crate::util::wait_until(
+    crate::helpers::wait_until(
         "the kept runtime is reaped",
         std::time::Duration::from_secs(60),
         || worker.health()["runtimes"]["kept"] == 0,
@@ -479,7 +481,7 @@ async fn namespace_runtimes_outlive_the_idle_sweep() {
     server
         .run_on(&id, "pass")
         .await
-        .assert_error(crate::util::EXPIRED, "reaped");
+        .assert_error(crate::helpers::EXPIRED, "reaped");
     assert_eq!(server.call("stay::f", json!({})).await.ok(), "here");
 }
 
@@ -499,7 +501,7 @@ async fn calls_waiting_for_one_runtime_are_bounded() {
     for _ in 0..100 {
         let url = server.url.clone();
         clients.spawn(async move {
-            crate::util::post_json(&crate::util::client(), &url, "slow::nap", &json!({})).await
+            crate::helpers::post_json(&crate::helpers::client(), &url, "slow::nap", &json!({})).await
         });
     }
     let (mut rested, mut refused) = (0, 0);
@@ -509,7 +511,7 @@ async fn calls_waiting_for_one_runtime_are_bounded() {
             assert_eq!(answer.body, "rested");
             rested += 1;
         } else {
-            answer.assert_error(crate::util::CAPACITY, "64 calls already wait");
+            answer.assert_error(crate::helpers::CAPACITY, "64 calls already wait");
             refused += 1;
         }
     }

@@ -7,7 +7,7 @@
 use serde_json::json;
 
 use crate::register::{HANDLER_ERROR, REGISTER, registered};
-use crate::util::{
+use crate::helpers::{
     FUNCTION_NOT_FOUND, FUNCTIONS_INFO, INVALID_REQUEST, RESOURCE_EXHAUSTED, RUN,
     RUNTIME_NOT_FOUND, Server, TEARDOWN, TIMEOUT,
 };
@@ -21,7 +21,7 @@ export function handler(payload) {
 "#;
 
 /// Registers node `source` as `id`; the answer.
-pub async fn register_node(server: &Server, id: &str, source: &str) -> crate::util::Answer {
+pub async fn register_node(server: &Server, id: &str, source: &str) -> crate::helpers::Answer {
     server
         .call(
             REGISTER,

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::util::{INVALID_REQUEST, Server};
+use crate::helpers::{INVALID_REQUEST, Server};
 
 /// `memory_mb` must lie in 40..=512 (the interpreter's minimum to the
 /// configured maximum); both edges work and both neighbours are refused.

@@ -3,11 +3,11 @@
 
 use serde_json::{Value, json};
 
-use crate::util::{CAPACITY, INVALID_REQUEST, RESOURCE_EXHAUSTED, RUN, Server, TIMEOUT};
+use crate::helpers::{CAPACITY, INVALID_REQUEST, RESOURCE_EXHAUSTED, RUN, Server, TIMEOUT};
 
-async fn node(server: &Server, code: &str, extra: Value) -> crate::util::Answer {
+async fn node(server: &Server, code: &str, extra: Value) -> crate::helpers::Answer {
     let mut payload = json!({"lang": "node", "code": code});
-    crate::util::merge(&mut payload, extra);
+    crate::helpers::merge(&mut payload, extra);
     server.call(RUN, payload).await
 }
 
@@ -129,7 +129,7 @@ async fn kept_node_runtime_keeps_globals_and_files_until_teardown() {
     server
         .run_on(&id, "return 1")
         .await
-        .assert_error(crate::util::EXPIRED, "");
+        .assert_error(crate::helpers::EXPIRED, "");
 }
 
 /// A kept node runtime survives its own timeout with its globals intact.
@@ -185,7 +185,7 @@ async fn memory_mb_on_a_node_run_is_invalid_request() {
 /// directories live under `scratch_root`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configured_node_limits_reach_the_engine() {
-    let root = crate::util::tempdir();
+    let root = crate::helpers::tempdir();
     let yaml = format!(
         "heap_mb: 48\nscratch_mb: 0\nwarm_pool: 0\nscratch_root: {}\n",
         root.path().display()

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::util::{Server, TIMEOUT};
+use crate::helpers::{Server, TIMEOUT};
 
 /// The quickstart: a value comes back, and a one-shot response has no
 /// `runtime_id` key at all (absent, not null: there is nothing to address).
@@ -29,7 +29,7 @@ async fn two_plus_two_answers_4_without_a_runtime_id_key() {
 async fn stdlib_modules_import_and_work() {
     let server = Server::start().await;
     let answer = server
-        .run(include_str!("../fixtures/stdlib_imports.py"))
+        .run(include_str!("../../fixtures/stdlib_imports.py"))
         .await;
     let body = answer.ok();
     assert_eq!(body["exit_code"], 0, "{body}");
@@ -101,7 +101,7 @@ async fn keyboard_interrupt_is_exit_code_1() {
 async fn non_ascii_text_round_trips_in_stdout_and_result() {
     let server = Server::start().await;
     let answer = server
-        .run(include_str!("../fixtures/unicode_round_trip.py"))
+        .run(include_str!("../../fixtures/unicode_round_trip.py"))
         .await;
     let body = answer.ok();
     assert_eq!(body["stdout"], "héllo ✓ 日本 🎉\n");
@@ -122,7 +122,7 @@ async fn results_json_cannot_carry_become_null() {
         "result = float('nan')",
         "result = [1.0, float('inf')]",
         "a = []\na.append(a)\nresult = a",
-        include_str!("../fixtures/deeply_nested_result.py"),
+        include_str!("../../fixtures/deeply_nested_result.py"),
     ] {
         let answer = server.run(code).await;
         let body = answer.ok();

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::engine_util::{EngineProc, WorkerProc};
-use crate::util::{CAPACITY, EXPIRED, ServeProcess, client, post_json, tempdir};
+use crate::helpers::engine::{EngineProc, WorkerProc};
+use crate::helpers::{CAPACITY, EXPIRED, ServeProcess, client, post_json, tempdir};
 
 /// The guest on A: eight nested kept runs on B, the ids and refusals.
 const HOARD_ON_B: &str = r#"

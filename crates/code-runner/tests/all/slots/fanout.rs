@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::util::{RUN, Server};
+use crate::helpers::{RUN, Server};
 
 /// How soon after the attack's answer every slot must be free again: far
 /// less than the 15 s its runs asked for, with room for a loaded machine.

@@ -1,9 +1,14 @@
 //! Runtime slots: `max_runtimes` bounds live runtimes, one-shot or kept,
 //! and a full worker answers `code-runner::capacity` rather than queueing or failing.
 
+mod across_workers;
+mod fanout;
+mod nested;
+mod outer_bound;
+
 use serde_json::json;
 
-use crate::util::{CAPACITY, RUN, Server, client, post_json};
+use crate::helpers::{CAPACITY, RUN, Server, client, post_json};
 
 /// `max_runtimes` kept runtimes fill the worker, the next run is
 /// `capacity`, and tearing one down frees a slot. (24, a sizing no other

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::util::{CAPACITY, EXPIRED, Server, wait_until};
+use crate::helpers::{CAPACITY, EXPIRED, Server, wait_until};
 
 /// Slots in use on `server`.
 fn live(server: &Server) -> impl Fn() -> u64 + use<> {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::util::{Answer, EXPIRED, RUN, Server, TIMEOUT, wait_until};
+use crate::helpers::{Answer, EXPIRED, RUN, Server, TIMEOUT, wait_until};
 
 /// The reproduction: a setter that loops on `Array.prototype[0]`, and one
 /// timer still pending when the turn answers.

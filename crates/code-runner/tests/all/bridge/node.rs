@@ -6,7 +6,6 @@
 
 use serde_json::{Value, json};
 
-use crate::register::node::registered_node;
 use crate::helpers::{FUNCTION_NOT_FOUND, FUNCTIONS_INFO, INVALID_REQUEST, RUN, Server, TEARDOWN};
 
 async fn node(server: &Server, code: &str) -> Value {
@@ -123,9 +122,7 @@ return out;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_handlers_and_nested_node_runs_are_bridged_too() {
     let server = Server::start().await;
-    registered_node(
-        &server,
-        "app::probe",
+    server.registered("node", "app::probe",
         "export async function handler() {\n  try { await iii.trigger({ function_id: 'state::claim-namespace', payload: {} }); return null; }\n  catch (e) { return e.code; }\n}\n",
     )
     .await;
@@ -191,7 +188,7 @@ return { answer, refused };
     server
         .call("tools::fail", json!({}))
         .await
-        .assert_error(crate::register::HANDLER_ERROR, "TypeError: tool broke");
+        .assert_error(crate::helpers::HANDLER_ERROR, "TypeError: tool broke");
 
     let torn = server.teardown(&id).await;
     assert_eq!(
@@ -299,7 +296,7 @@ async fn a_heap_kill_unregisters_what_the_lost_isolate_registered() {
     let source = format!(
         "export async function handler(p) {{\n  if (p.reg) {{ await iii.registerFunction('ns::extra', () => 'extra'); return 'reg'; }}\n  if (p.bomb) {{ {bomb} }}\n  return 'main';\n}}\n"
     );
-    registered_node(&server, "ns::main", &source).await;
+    server.registered("node", "ns::main", &source).await;
     assert_eq!(
         server.call("ns::main", json!({"reg": true})).await.ok(),
         "reg"

@@ -5,7 +5,6 @@
 
 use serde_json::{Value, json};
 
-use crate::register::registered;
 use crate::helpers::{FUNCTIONS_INFO, INVALID_REQUEST, Server};
 
 /// The contract's done-when: a python run's
@@ -187,18 +186,19 @@ async fn nested_runs_and_handlers_are_bridged_too() {
         "inner = iii.trigger({{'function_id': 'code-runner::run', 'payload': {{'lang': 'python', 'code': {nested:?}}}}})\nresult = inner['result']\n"
     );
     assert_eq!(server.run(&code).await.ok()["result"], "forbidden");
-    registered(
-        &server,
-        "app::probe",
-        &format!(
-            "def handler(p):\n{}    return caught\n",
-            probe
-                .lines()
-                .map(|l| format!("    {l}\n"))
-                .collect::<String>()
-        ),
-    )
-    .await;
+    server
+        .registered(
+            "python",
+            "app::probe",
+            &format!(
+                "def handler(p):\n{}    return caught\n",
+                probe
+                    .lines()
+                    .map(|l| format!("    {l}\n"))
+                    .collect::<String>()
+            ),
+        )
+        .await;
     assert_eq!(server.call("app::probe", json!({})).await.ok(), "forbidden");
     // An ordinary call from the handler's runtime still works.
     let info = server

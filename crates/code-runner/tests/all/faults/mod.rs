@@ -11,11 +11,11 @@
 //! fault has a JavaScript form (with `node_expect` when its documented ending
 //! differs), so [`Case::programs`] yields one column per language.
 
-
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::helpers::lang::{mark, two_plus_two};
 use crate::helpers::{
     EXPIRED, RESOURCE_EXHAUSTED, RUN, Server, TIMEOUT, client, post_json, wait_until,
 };
@@ -155,32 +155,14 @@ impl Case {
     }
 }
 
-/// A program that assigns 4 as its completion value, per language.
-fn two_plus_two(lang: &str) -> &'static str {
-    match lang {
-        "python" => "result = 2 + 2",
-        "node" => "return 2 + 2",
-        other => panic!("no two_plus_two program for {other}"),
-    }
-}
-
 /// The file every case's program first writes to its `/work`, so the test
 /// can tell the case's directory from pre-booted interpreters' empty ones.
 const CASE_MARK: &str = ".case";
 
-/// A statement writing [`CASE_MARK`], prepended to each program, per language.
-fn mark_work(lang: &str) -> &'static str {
-    match lang {
-        "python" => "open('/work/.case', 'w').close()\n",
-        "node" => "await iii.files.write('.case', '');\n",
-        other => panic!("no mark_work statement for {other}"),
-    }
-}
-
 async fn check(case: Case) {
     let mut server = Server::process(case.config).await;
     for (lang, code, expect) in case.programs() {
-        let code = format!("{}{}", mark_work(lang), code.text());
+        let code = format!("{}{}", mark(lang, CASE_MARK), code.text());
         let mut payload = json!({"lang": lang, "code": code});
         if let Some(ms) = case.timeout_ms {
             payload["timeout_ms"] = ms.into();

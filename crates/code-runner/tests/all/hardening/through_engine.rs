@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use tungstenite::stream::MaybeTlsStream;
 use tungstenite::{Message, WebSocket};
 
-use crate::helpers::engine::{EngineProc, WorkerProc};
 use crate::helpers::Server;
+use crate::helpers::engine::{EngineProc, WorkerProc};
 
 /// How long a raw peer waits for an answer that should come.
 const ANSWER_WITHIN: Duration = Duration::from_secs(60);

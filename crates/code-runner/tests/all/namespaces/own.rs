@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use crate::register::REGISTER;
+use crate::helpers::REGISTER;
 use crate::helpers::{FUNCTION_NOT_FOUND, INVALID_REQUEST, RUN, Server, TEARDOWN};
 
 /// A guest run's budget: room for a loaded machine.

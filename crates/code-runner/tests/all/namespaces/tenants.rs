@@ -5,10 +5,9 @@
 
 use serde_json::{Value, json};
 
-use crate::register::registered;
 use crate::helpers::{INVALID_REQUEST, RUN, Server, TEARDOWN};
 
-const REGISTER: &str = "code-runner::register_function";
+use crate::helpers::REGISTER;
 
 /// A guest run's budget: room for a loaded machine.
 const LONG_MS: u64 = 60_000;
@@ -95,7 +94,9 @@ async fn a_guest_cannot_take_over_another_runs_namespace() {
         server.call("victim::greet", json!({})).await.ok(),
         "victim 2"
     );
-    registered(&server, "victim::greet", &answering("operator")).await;
+    server
+        .registered("python", "victim::greet", &answering("operator"))
+        .await;
     assert_eq!(
         server.call("victim::greet", json!({})).await.ok(),
         "operator"
@@ -108,7 +109,9 @@ async fn a_guest_cannot_take_over_another_runs_namespace() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_namespace_is_the_operators_until_opened() {
     let server = Server::start().await;
-    registered(&server, "ops::status", &answering("green")).await;
+    server
+        .registered("python", "ops::status", &answering("green"))
+        .await;
     let attack = attempts(&json!([
         register_call("ops::status", "red"),
         [TEARDOWN, {"namespace": "ops"}],
@@ -267,7 +270,9 @@ async fn look_alikes_of_reserved_namespaces_are_refused() {
             .await
             .assert_error(INVALID_REQUEST, "is reserved");
     }
-    registered(&server, "code-runners::x", &answering("x")).await;
+    server
+        .registered("python", "code-runners::x", &answering("x"))
+        .await;
 }
 
 /// Item 6 across workers: guest code on worker A registers `far::greet` on

@@ -3,17 +3,14 @@
 //! between calls, handler errors, replacement, one registry across
 //! languages, and what a namespace teardown undoes.
 
-pub mod node;
+mod node;
 
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    FUNCTION_NOT_FOUND, FUNCTIONS_INFO, INVALID_REQUEST, RUNTIME_NOT_FOUND, Server, TEARDOWN,
-    TIMEOUT,
+    FUNCTION_NOT_FOUND, FUNCTIONS_INFO, HANDLER_ERROR, INVALID_REQUEST, REGISTER,
+    RUNTIME_NOT_FOUND, Server, TEARDOWN, TIMEOUT,
 };
-
-pub const REGISTER: &str = "code-runner::register_function";
-pub const HANDLER_ERROR: &str = "code-runner::handler_error";
 
 /// The contract's python example, verbatim.
 const GREET: &str = r#"import json
@@ -24,29 +21,13 @@ def handler(payload):
     return _greetings.get(payload.get("lang", "en"), "hello")
 "#;
 
-/// Registers python `source` as `id`; the answer.
-pub async fn register(server: &Server, id: &str, source: &str) -> crate::helpers::Answer {
-    server
-        .call(
-            REGISTER,
-            json!({"function_id": id, "lang": "python", "source": source}),
-        )
-        .await
-}
-
-/// Registers python `source` as `id` and asserts it was.
-pub async fn registered(server: &Server, id: &str, source: &str) {
-    let answer = register(server, id, source).await;
-    assert_eq!(answer.ok(), &json!({"function_id": id, "registered": true}));
-}
-
 /// The contract's done-when: the seed's example registered answers "olá"
 /// for `{"lang": "pt"}` over `POST /v1/call/my-app::greet`; a namespace
 /// teardown lists it and it stops resolving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_greet_example_registers_answers_and_tears_down() {
     let server = Server::start().await;
-    registered(&server, "my-app::greet", GREET).await;
+    server.registered("python", "my-app::greet", GREET).await;
     assert_eq!(
         server
             .call("my-app::greet", json!({"lang": "pt"}))
@@ -75,11 +56,13 @@ async fn seed_greet_example_registers_answers_and_tears_down() {
 async fn source_without_handler_is_refused_and_a_corrected_redeploy_works() {
     let server = Server::start().await;
     for source in ["x = 1\n", "handler = 42\n"] {
-        register(&server, "app::f", source)
+        server
+            .register("python", "app::f", source)
             .await
             .assert_error(INVALID_REQUEST, "no callable handler");
     }
-    register(&server, "app::f", "def handler(p):\n    return 1 +\n")
+    server
+        .register("python", "app::f", "def handler(p):\n    return 1 +\n")
         .await
         .assert_error(INVALID_REQUEST, "SyntaxError");
     server
@@ -100,12 +83,13 @@ async fn source_without_handler_is_refused_and_a_corrected_redeploy_works() {
         .await
         .assert_error(RUNTIME_NOT_FOUND, "app::");
 
-    registered(
-        &server,
-        "app::f",
-        "def handler(p):\n    return p['n'] * 2\n",
-    )
-    .await;
+    server
+        .registered(
+            "python",
+            "app::f",
+            "def handler(p):\n    return p['n'] * 2\n",
+        )
+        .await;
     assert_eq!(server.call("app::f", json!({"n": 21})).await.ok(), 42);
 }
 
@@ -116,16 +100,17 @@ async fn source_without_handler_is_refused_and_a_corrected_redeploy_works() {
 async fn state_is_kept_between_invocations_and_shared_in_the_namespace() {
     let server = Server::start().await;
     let counter = "calls = 0\ndef bump():\n    global calls\n    calls += 1\n    return calls\ndef handler(payload):\n    return bump()\n";
-    registered(&server, "count::up", counter).await;
+    server.registered("python", "count::up", counter).await;
     for expected in 1..=3 {
         assert_eq!(server.call("count::up", json!({})).await.ok(), expected);
     }
-    registered(
-        &server,
-        "count::peek",
-        "def handler(payload):\n    return calls\n",
-    )
-    .await;
+    server
+        .registered(
+            "python",
+            "count::peek",
+            "def handler(payload):\n    return calls\n",
+        )
+        .await;
     assert_eq!(server.call("count::peek", json!(null)).await.ok(), 3);
     assert_eq!(server.call("count::up", json!({})).await.ok(), 4);
 }
@@ -136,7 +121,7 @@ async fn state_is_kept_between_invocations_and_shared_in_the_namespace() {
 async fn a_raising_handler_is_handler_error_with_its_message() {
     let server = Server::start().await;
     let source = "def handler(payload):\n    if payload.get('lang') not in ('en', 'pt'):\n        raise ValueError('unknown lang ' + str(payload.get('lang')))\n    return payload['lang']\n";
-    registered(&server, "app::lang", source).await;
+    server.registered("python", "app::lang", source).await;
     let answer = server.call("app::lang", json!({"lang": "xx"})).await;
     answer.assert_error(HANDLER_ERROR, "ValueError: unknown lang xx");
     assert_eq!(answer.status.as_u16(), 502);
@@ -150,12 +135,13 @@ async fn a_raising_handler_is_handler_error_with_its_message() {
         "pt"
     );
     // A huge exception message comes back bounded.
-    registered(
-        &server,
-        "app::loud",
-        "def handler(p):\n    raise RuntimeError('x' * 1_000_000)\n",
-    )
-    .await;
+    server
+        .registered(
+            "python",
+            "app::loud",
+            "def handler(p):\n    raise RuntimeError('x' * 1_000_000)\n",
+        )
+        .await;
     let answer = server.call("app::loud", json!({})).await;
     answer.assert_error(HANDLER_ERROR, "RuntimeError");
     assert!(
@@ -170,7 +156,9 @@ async fn a_raising_handler_is_handler_error_with_its_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reregistering_replaces_and_a_failed_redeploy_keeps_the_old() {
     let server = Server::start().await;
-    registered(&server, "app::v", "def handler(p):\n    return 1\n").await;
+    server
+        .registered("python", "app::v", "def handler(p):\n    return 1\n")
+        .await;
     assert_eq!(server.call("app::v", json!({})).await.ok(), 1);
     let v2 = server
         .call(
@@ -186,7 +174,8 @@ async fn reregistering_replaces_and_a_failed_redeploy_keeps_the_old() {
         .await;
     assert_eq!(info.ok()["functions"][0]["description"], "Version two.");
 
-    register(&server, "app::v", "def helper():\n    pass\n")
+    server
+        .register("python", "app::v", "def helper():\n    pass\n")
         .await
         .assert_error(INVALID_REQUEST, "no callable handler");
     assert_eq!(server.call("app::v", json!({})).await.ok(), 2);
@@ -198,7 +187,7 @@ async fn reregistering_replaces_and_a_failed_redeploy_keeps_the_old() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_id_held_in_python_cannot_be_registered_in_node() {
     let server = Server::start().await;
-    registered(&server, "my-app::greet", GREET).await;
+    server.registered("python", "my-app::greet", GREET).await;
     let answer = server
         .call(
             REGISTER,
@@ -232,7 +221,9 @@ async fn info_shows_description_and_formats_or_any() {
         )
         .await
         .ok();
-    registered(&server, "my-app::bare", "def handler(p):\n    return p\n").await;
+    server
+        .registered("python", "my-app::bare", "def handler(p):\n    return p\n")
+        .await;
     let info = server
         .call(
             FUNCTIONS_INFO,
@@ -348,14 +339,17 @@ async fn teardown_by_namespace_lists_every_id_and_they_stop_resolving() {
     };
     let before = live(&server)();
     for id in ["shop::list", "shop::cart::add", "shop::buy"] {
-        registered(&server, id, "def handler(p):\n    return 'ok'\n").await;
+        server
+            .registered("python", id, "def handler(p):\n    return 'ok'\n")
+            .await;
     }
-    registered(
-        &server,
-        "other::keep",
-        "def handler(p):\n    return 'still here'\n",
-    )
-    .await;
+    server
+        .registered(
+            "python",
+            "other::keep",
+            "def handler(p):\n    return 'still here'\n",
+        )
+        .await;
     assert_eq!(live(&server)(), before + 2, "one runtime per namespace");
 
     let torn = server.call(TEARDOWN, json!({"namespace": "shop::"})).await;
@@ -388,7 +382,13 @@ async fn teardown_by_namespace_lists_every_id_and_they_stop_resolving() {
         .await
         .assert_error(INVALID_REQUEST, "reserved");
     // The namespace can be used again afterwards.
-    registered(&server, "shop::list", "def handler(p):\n    return 'new'\n").await;
+    server
+        .registered(
+            "python",
+            "shop::list",
+            "def handler(p):\n    return 'new'\n",
+        )
+        .await;
     assert_eq!(server.call("shop::list", json!({})).await.ok(), "new");
 }
 
@@ -398,12 +398,13 @@ async fn teardown_by_namespace_lists_every_id_and_they_stop_resolving() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn iii_namespace_is_the_namespace_in_a_namespace_runtime() {
     let server = Server::start().await;
-    registered(
-        &server,
-        "my-app::who",
-        "def handler(p):\n    return [iii.namespace, hasattr(iii, 'registerFunction')]\n",
-    )
-    .await;
+    server
+        .registered(
+            "python",
+            "my-app::who",
+            "def handler(p):\n    return [iii.namespace, hasattr(iii, 'registerFunction')]\n",
+        )
+        .await;
     assert_eq!(
         server.call("my-app::who", json!({})).await.ok(),
         &json!(["my-app", false])
@@ -419,7 +420,9 @@ async fn iii_namespace_is_the_namespace_in_a_namespace_runtime() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handlers_call_other_functions_but_not_their_own_runtime() {
     let server = Server::start().await;
-    registered(&server, "a::double", "def handler(p):\n    return p * 2\n").await;
+    server
+        .registered("python", "a::double", "def handler(p):\n    return p * 2\n")
+        .await;
     let caller = r#"
 def handler(p):
     out = {"other": iii.trigger({"function_id": "a::double", "payload": p})}
@@ -429,7 +432,7 @@ def handler(p):
         out["self"] = [e.code, e.message]
     return out
 "#;
-    registered(&server, "b::self", caller).await;
+    server.registered("python", "b::self", caller).await;
     let answer = server.call("b::self", json!(21)).await;
     let body = answer.ok();
     assert_eq!(body["other"], 42);
@@ -449,13 +452,14 @@ def handler(p):
 async fn a_timed_out_namespace_defines_its_handlers_again() {
     let server = Server::with_config("default_timeout_ms: 2000").await;
     let source = "import time\nGREETING = 'hi'\ndef handler(p):\n    if p.get('hang'):\n        while True:\n            pass\n    return GREETING\n";
-    registered(&server, "slow::f", source).await;
-    registered(
-        &server,
-        "slow::g",
-        "def handler(p):\n    return GREETING + '!'\n",
-    )
-    .await;
+    server.registered("python", "slow::f", source).await;
+    server
+        .registered(
+            "python",
+            "slow::g",
+            "def handler(p):\n    return GREETING + '!'\n",
+        )
+        .await;
     server
         .call("slow::f", json!({"hang": true}))
         .await
@@ -469,7 +473,9 @@ async fn a_timed_out_namespace_defines_its_handlers_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespace_runtimes_outlive_the_idle_sweep() {
     let server = Server::with_config("idle_ttl_secs: 1").await;
-    registered(&server, "stay::f", "def handler(p):\n    return 'here'\n").await;
+    server
+        .registered("python", "stay::f", "def handler(p):\n    return 'here'\n")
+        .await;
     let id = server.keep("pass").await;
     let worker = server.worker().clone();
     crate::helpers::wait_until(
@@ -491,17 +497,19 @@ async fn namespace_runtimes_outlive_the_idle_sweep() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_waiting_for_one_runtime_are_bounded() {
     let server = Server::start().await;
-    registered(
-        &server,
-        "slow::nap",
-        "import time\ndef handler(p):\n    time.sleep(0.3)\n    return 'rested'\n",
-    )
-    .await;
+    server
+        .registered(
+            "python",
+            "slow::nap",
+            "import time\ndef handler(p):\n    time.sleep(0.3)\n    return 'rested'\n",
+        )
+        .await;
     let mut clients = tokio::task::JoinSet::new();
     for _ in 0..100 {
         let url = server.url.clone();
         clients.spawn(async move {
-            crate::helpers::post_json(&crate::helpers::client(), &url, "slow::nap", &json!({})).await
+            crate::helpers::post_json(&crate::helpers::client(), &url, "slow::nap", &json!({}))
+                .await
         });
     }
     let (mut rested, mut refused) = (0, 0);

@@ -6,11 +6,11 @@
 
 use serde_json::json;
 
-use crate::register::{HANDLER_ERROR, REGISTER, registered};
 use crate::helpers::{
     FUNCTION_NOT_FOUND, FUNCTIONS_INFO, INVALID_REQUEST, RESOURCE_EXHAUSTED, RUN,
     RUNTIME_NOT_FOUND, Server, TEARDOWN, TIMEOUT,
 };
+use crate::helpers::{HANDLER_ERROR, REGISTER};
 
 /// The contract's `my-app::greet` example, written as node source.
 const GREET: &str = r#"const greetings = { en: "hello", pt: "olá" };
@@ -20,29 +20,13 @@ export function handler(payload) {
 }
 "#;
 
-/// Registers node `source` as `id`; the answer.
-pub async fn register_node(server: &Server, id: &str, source: &str) -> crate::helpers::Answer {
-    server
-        .call(
-            REGISTER,
-            json!({"function_id": id, "lang": "node", "source": source}),
-        )
-        .await
-}
-
-/// Registers node `source` as `id` and asserts it was.
-pub async fn registered_node(server: &Server, id: &str, source: &str) {
-    let answer = register_node(server, id, source).await;
-    assert_eq!(answer.ok(), &json!({"function_id": id, "registered": true}));
-}
-
 /// The seed's example in node answers "olá" for `{"lang": "pt"}` over
 /// `POST /v1/call/my-app::greet`; the info says node; a namespace teardown
 /// lists it and it stops resolving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_greet_example_registers_answers_and_tears_down() {
     let server = Server::start().await;
-    registered_node(&server, "my-app::greet", GREET).await;
+    server.registered("node", "my-app::greet", GREET).await;
     let answer = server
         .post_raw("my-app::greet", br#"{"lang":"pt"}"#.to_vec())
         .await;
@@ -76,13 +60,11 @@ async fn node_greet_example_registers_answers_and_tears_down() {
 async fn node_state_is_kept_and_iii_namespace_is_the_namespace() {
     let server = Server::start().await;
     let counter = "let calls = 0;\nexport function handler() {\n  calls += 1;\n  globalThis.seen = calls;\n  return calls;\n}\n";
-    registered_node(&server, "count::up", counter).await;
+    server.registered("node", "count::up", counter).await;
     for expected in 1..=3 {
         assert_eq!(server.call("count::up", json!({})).await.ok(), expected);
     }
-    registered_node(
-        &server,
-        "count::who",
+    server.registered("node", "count::who",
         "export async function handler() {\n  await null;\n  return [globalThis.seen, iii.namespace, typeof iii.registerFunction];\n}\n",
     )
     .await;
@@ -106,18 +88,21 @@ async fn node_state_is_kept_and_iii_namespace_is_the_namespace() {
 async fn node_source_without_handler_is_refused_and_a_corrected_redeploy_works() {
     let server = Server::start().await;
     for source in ["export const x = 1;\n", "export const handler = 42;\n"] {
-        register_node(&server, "app::f", source)
+        server
+            .register("node", "app::f", source)
             .await
             .assert_error(INVALID_REQUEST, "exports no handler function");
     }
-    register_node(
-        &server,
-        "app::f",
-        "export function handler(p) { return 1 +; }\n",
-    )
-    .await
-    .assert_error(INVALID_REQUEST, "SyntaxError");
-    register_node(&server, "app::f", "throw new Error('at import');\n")
+    server
+        .register(
+            "node",
+            "app::f",
+            "export function handler(p) { return 1 +; }\n",
+        )
+        .await
+        .assert_error(INVALID_REQUEST, "SyntaxError");
+    server
+        .register("node", "app::f", "throw new Error('at import');\n")
         .await
         .assert_error(INVALID_REQUEST, "at import");
     server
@@ -137,12 +122,13 @@ async fn node_source_without_handler_is_refused_and_a_corrected_redeploy_works()
         .await
         .assert_error(RUNTIME_NOT_FOUND, "app::");
 
-    registered_node(
-        &server,
-        "app::f",
-        "export function handler(p) { return p.n * 2; }\n",
-    )
-    .await;
+    server
+        .registered(
+            "node",
+            "app::f",
+            "export function handler(p) { return p.n * 2; }\n",
+        )
+        .await;
     assert_eq!(server.call("app::f", json!({"n": 21})).await.ok(), 42);
 }
 
@@ -153,7 +139,7 @@ async fn node_source_without_handler_is_refused_and_a_corrected_redeploy_works()
 async fn a_throwing_node_handler_is_handler_error_with_its_message() {
     let server = Server::start().await;
     let source = "export function handler(p) {\n  if (p.lang !== 'en' && p.lang !== 'pt') throw new RangeError('unknown lang ' + p.lang);\n  return p.lang;\n}\n";
-    registered_node(&server, "app::lang", source).await;
+    server.registered("node", "app::lang", source).await;
     let answer = server.call("app::lang", json!({"lang": "xx"})).await;
     answer.assert_error(HANDLER_ERROR, "RangeError: unknown lang xx");
     assert_eq!(answer.status.as_u16(), 502);
@@ -167,9 +153,7 @@ async fn a_throwing_node_handler_is_handler_error_with_its_message() {
         "pt"
     );
 
-    registered_node(
-        &server,
-        "app::later",
+    server.registered("node", "app::later",
         "export async function handler() {\n  await new Promise((r) => setTimeout(r, 5));\n  throw new Error('rejected later');\n}\n",
     )
     .await;
@@ -177,12 +161,13 @@ async fn a_throwing_node_handler_is_handler_error_with_its_message() {
         .call("app::later", json!({}))
         .await
         .assert_error(HANDLER_ERROR, "Error: rejected later");
-    registered_node(
-        &server,
-        "app::loud",
-        "export function handler() { throw new Error('x'.repeat(1_000_000)); }\n",
-    )
-    .await;
+    server
+        .registered(
+            "node",
+            "app::loud",
+            "export function handler() { throw new Error('x'.repeat(1_000_000)); }\n",
+        )
+        .await;
     let answer = server.call("app::loud", json!({})).await;
     answer.assert_error(HANDLER_ERROR, "Error: xxx");
     assert!(
@@ -197,12 +182,13 @@ async fn a_throwing_node_handler_is_handler_error_with_its_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reregistering_a_node_id_replaces_and_a_failed_redeploy_keeps_the_old() {
     let server = Server::start().await;
-    registered_node(
-        &server,
-        "app::v",
-        "export function handler() { return 1; }\n",
-    )
-    .await;
+    server
+        .registered(
+            "node",
+            "app::v",
+            "export function handler() { return 1; }\n",
+        )
+        .await;
     assert_eq!(server.call("app::v", json!({})).await.ok(), 1);
     server
         .call(
@@ -217,7 +203,8 @@ async fn reregistering_a_node_id_replaces_and_a_failed_redeploy_keeps_the_old() 
         .call(FUNCTIONS_INFO, json!({"function_ids": ["app::v"]}))
         .await;
     assert_eq!(info.ok()["functions"][0]["description"], "Version two.");
-    register_node(&server, "app::v", "export function helper() {}\n")
+    server
+        .register("node", "app::v", "export function helper() {}\n")
         .await
         .assert_error(INVALID_REQUEST, "exports no handler function");
     assert_eq!(server.call("app::v", json!({})).await.ok(), 2);
@@ -236,7 +223,7 @@ async fn node_and_python_share_one_registry_and_one_namespace_teardown() {
             .unwrap_or(99)
     };
     let before = live();
-    registered_node(&server, "my-app::greet", GREET).await;
+    server.registered("node", "my-app::greet", GREET).await;
     let answer = server
         .call(
             REGISTER,
@@ -253,18 +240,20 @@ async fn node_and_python_share_one_registry_and_one_namespace_teardown() {
         "olá"
     );
 
-    registered(
-        &server,
-        "my-app::shout",
-        "def handler(p):\n    return p['text'].upper()\n",
-    )
-    .await;
-    registered_node(
-        &server,
-        "my-app::users::count",
-        "export function handler() { return 2; }\n",
-    )
-    .await;
+    server
+        .registered(
+            "python",
+            "my-app::shout",
+            "def handler(p):\n    return p['text'].upper()\n",
+        )
+        .await;
+    server
+        .registered(
+            "node",
+            "my-app::users::count",
+            "export function handler() { return 2; }\n",
+        )
+        .await;
     assert_eq!(live(), before + 2, "one runtime per namespace and language");
     assert_eq!(
         server
@@ -290,12 +279,13 @@ async fn node_and_python_share_one_registry_and_one_namespace_teardown() {
     }
     assert_eq!(live(), before);
     // With node's hold gone, python may take the id.
-    registered(
-        &server,
-        "my-app::greet",
-        "def handler(p):\n    return 'py'\n",
-    )
-    .await;
+    server
+        .registered(
+            "python",
+            "my-app::greet",
+            "def handler(p):\n    return 'py'\n",
+        )
+        .await;
     assert_eq!(server.call("my-app::greet", json!({})).await.ok(), "py");
 }
 
@@ -307,13 +297,14 @@ async fn node_and_python_share_one_registry_and_one_namespace_teardown() {
 async fn a_faulted_node_namespace_serves_its_next_call() {
     let server = Server::with_config("default_timeout_ms: 3000\nheap_mb: 48\n").await;
     let source = "globalThis.GREETING = 'hi';\nlet calls = 0;\nexport function handler(p) {\n  if (p.hang) for (;;) {}\n  if (p.bomb) { const a = []; for (;;) a.push(new Array(1e6).fill(1)); }\n  calls += 1;\n  return [GREETING, calls];\n}\n";
-    registered_node(&server, "slow::f", source).await;
-    registered_node(
-        &server,
-        "slow::g",
-        "export function handler() { return GREETING + '!'; }\n",
-    )
-    .await;
+    server.registered("node", "slow::f", source).await;
+    server
+        .registered(
+            "node",
+            "slow::g",
+            "export function handler() { return GREETING + '!'; }\n",
+        )
+        .await;
     assert_eq!(
         server.call("slow::f", json!({})).await.ok(),
         &json!(["hi", 1])
@@ -356,14 +347,15 @@ async fn node_handlers_register_in_every_common_form() {
     .enumerate()
     {
         let id = format!("forms::f{i}");
-        registered_node(&server, &id, source).await;
+        server.registered("node", &id, source).await;
         assert_eq!(
             server.call(&id, json!({"n": 21})).await.ok(),
             42,
             "{source}"
         );
     }
-    register_node(&server, "forms::none", "const nothing = 1;")
+    server
+        .register("node", "forms::none", "const nothing = 1;")
         .await
         .assert_error(INVALID_REQUEST, "exports no handler function");
 }

@@ -372,6 +372,7 @@ pub async fn lifecycle(
         let booted = Instant::now();
         let outcome = runtime
             .run(TurnSpec {
+                live: None,
                 task: Task::Program(trivial.to_string()),
                 timeout: Duration::from_secs(5),
                 bindings: Bindings::none(),

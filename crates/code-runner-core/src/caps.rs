@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 use std::io::Write;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -54,6 +55,33 @@ impl Stream {
     }
 }
 
+/// Where a turn's output goes while the guest writes it, beside its
+/// buffers: a caller that streams (an MCP progress notification, a
+/// server-sent event). It gets only what enters a buffer's head, so it never
+/// sees more than the head budget of a stream, however much is written; the
+/// tail and the truncation marker arrive with the answer. Called on the
+/// engine's thread: it must only hand the bytes on.
+#[derive(Clone)]
+pub struct LiveOutput(Arc<dyn Fn(Stream, &[u8]) + Send + Sync>);
+
+impl LiveOutput {
+    /// A tap that calls `sink` with each piece of output as it is written.
+    pub fn new(sink: impl Fn(Stream, &[u8]) + Send + Sync + 'static) -> Self {
+        LiveOutput(Arc::new(sink))
+    }
+
+    /// Hands `bytes` of `stream` to the sink.
+    pub fn call(&self, stream: Stream, bytes: &[u8]) {
+        (self.0)(stream, bytes);
+    }
+}
+
+impl std::fmt::Debug for LiveOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LiveOutput")
+    }
+}
+
 /// A bounded capture of one output stream: the first 60 % and last 40 % of
 /// its budget, plus the total byte count.
 ///
@@ -66,6 +94,7 @@ pub struct StreamBuffer {
     head: Vec<u8>,
     tail: VecDeque<u8>,
     total: u64,
+    live: Option<LiveOutput>,
 }
 
 impl StreamBuffer {
@@ -80,6 +109,15 @@ impl StreamBuffer {
             head: Vec::new(),
             tail: VecDeque::new(),
             total: 0,
+            live: None,
+        }
+    }
+
+    /// [`StreamBuffer::new`], handing what enters the head to `live` too.
+    pub fn with_live(stream: Stream, cap: Option<usize>, live: Option<LiveOutput>) -> Self {
+        StreamBuffer {
+            live,
+            ..StreamBuffer::new(stream, cap)
         }
     }
 
@@ -90,6 +128,11 @@ impl StreamBuffer {
         if room > 0 {
             let take = room.min(bytes.len());
             self.head.extend_from_slice(&bytes[..take]);
+            if let Some(live) = &self.live
+                && take > 0
+            {
+                live.call(self.stream, &bytes[..take]);
+            }
             bytes = &bytes[take..];
         }
         if bytes.len() >= self.tail_budget {

@@ -266,6 +266,7 @@ impl CodeRuntime {
         };
         let cap = self.options.max_output_bytes;
         let turn = TurnSpec {
+            live: None,
             task: Task::Program(spec.program),
             timeout: Duration::from_millis(spec.timeout_ms),
             bindings: spec.bindings,

@@ -124,6 +124,8 @@ pub struct TurnSpec {
     pub max_stream_bytes: Option<usize>,
     /// Fires to stop the turn hard.
     pub abort: AbortSignal,
+    /// Where output goes while it is written, for a caller that streams.
+    pub live: Option<crate::caps::LiveOutput>,
 }
 
 /// A cancellation flag shared between a caller and a running turn.

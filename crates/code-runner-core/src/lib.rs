@@ -46,7 +46,7 @@ pub use bindings::{
     BindingCall, BindingError, BindingFn, BindingNamespace, Bindings, BoxFuture, ErrorClass,
     RESERVED_BINDING_GLOBALS, RESERVED_ERROR_MEMBERS, RESERVED_WORDS,
 };
-pub use caps::OutputCaps;
+pub use caps::{LiveOutput, OutputCaps};
 pub use code_runtime::{
     CodeRunFailure, CodeRunRequest, CodeRunResult, CodeRunSandbox, CodeRunSpec, CodeRuntime,
     CodeRuntimeOptions, SandboxEnforcement, SandboxMode, WORK_DIR,

@@ -33,6 +33,7 @@
 //!     bindings: Bindings::none(),
 //!     max_stream_bytes: Some(16_384),
 //!     abort: AbortSignal::new(),
+//!     live: None,
 //! }).await;
 //! assert!(matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, completion: Completion::Value(_), .. }));
 //! runtime.close().await;

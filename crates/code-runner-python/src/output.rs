@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use code_runner_core::caps::{Stream, StreamBuffer};
+use code_runner_core::caps::{LiveOutput, Stream, StreamBuffer};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
@@ -21,9 +21,14 @@ pub struct Streams {
 impl Streams {
     /// Buffers that keep at most `cap` bytes each (head and tail).
     pub fn new(cap: Option<usize>) -> Self {
+        Streams::with_live(cap, None)
+    }
+
+    /// [`Streams::new`], handing what the guest writes to `live` too.
+    pub fn with_live(cap: Option<usize>, live: Option<LiveOutput>) -> Self {
         Streams {
-            stdout: StreamBuffer::new(Stream::Stdout, cap),
-            stderr: StreamBuffer::new(Stream::Stderr, cap),
+            stdout: StreamBuffer::with_live(Stream::Stdout, cap, live.clone()),
+            stderr: StreamBuffer::with_live(Stream::Stderr, cap, live),
         }
     }
 }

@@ -173,7 +173,8 @@ fn run_turn(mut instance: Instance, spec: TurnSpec) -> (TurnOutcome, Option<Inst
     let cap = spec.max_stream_bytes;
     {
         let host = instance.store.data_mut();
-        *host.streams.lock().unwrap_or_else(|p| p.into_inner()) = Streams::new(cap);
+        *host.streams.lock().unwrap_or_else(|p| p.into_inner()) =
+            Streams::with_live(cap, spec.live.clone());
         host.limiter.hit = false;
         host.stop = None;
         {

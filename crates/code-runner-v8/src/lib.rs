@@ -28,6 +28,7 @@
 //!     bindings: Bindings::none(),
 //!     max_stream_bytes: Some(16_384),
 //!     abort: AbortSignal::new(),
+//!     live: None,
 //! }).await;
 //! assert_eq!(outcome.stdout.render(), "hi\n");
 //! assert!(matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, completion: Completion::Value(_), .. }));

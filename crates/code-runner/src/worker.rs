@@ -240,17 +240,22 @@ impl crate::edge::api::Api for Worker {
         Worker::call(self, function_id, payload)
     }
 
-    fn call_cancellable(
+    fn call_live(
         &self,
         function_id: &str,
         payload: Value,
         cancel: code_runner_core::AbortSignal,
+        live: Option<code_runner_core::LiveOutput>,
     ) -> impl std::future::Future<Output = Result<Value, CallError>> + Send {
         let ops = self.inner.ops.clone();
         let id = function_id.to_string();
         async move {
             ops.bus
-                .call_as(&id, payload, crate::bus::Caller::host_cancellable(cancel))
+                .call_as(
+                    &id,
+                    payload,
+                    crate::bus::Caller::host_streaming(cancel, live),
+                )
                 .await
         }
     }

@@ -25,6 +25,7 @@ async fn runtime(memory_mb: u64) -> (Arc<dyn Runtime>, tempfile::TempDir) {
 
 fn turn(program: &str) -> TurnSpec {
     TurnSpec {
+        live: None,
         task: Task::program(program),
         timeout: Duration::from_secs(10),
         bindings: Bindings::none(),

@@ -39,6 +39,7 @@ pub async fn runtime(options: RuntimeOptions) -> (Arc<dyn Runtime>, tempfile::Te
 /// A program turn with a 60 s budget and no bindings.
 pub fn turn(program: &str) -> TurnSpec {
     TurnSpec {
+        live: None,
         task: Task::program(program),
         timeout: Duration::from_secs(60),
         bindings: Bindings::none(),

@@ -241,8 +241,8 @@ impl Engine {
         self.io.borrow_mut().turns.insert(
             marker,
             TurnIo {
-                stdout: StreamBuffer::new(Stream::Stdout, cap),
-                stderr: StreamBuffer::new(Stream::Stderr, cap),
+                stdout: StreamBuffer::with_live(Stream::Stdout, cap, spec.live.clone()),
+                stderr: StreamBuffer::with_live(Stream::Stderr, cap, spec.live),
                 bindings: spec.bindings,
                 deadline,
                 uncaught: None,

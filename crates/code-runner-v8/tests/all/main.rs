@@ -61,6 +61,7 @@ pub fn turn(program: &str) -> TurnSpec {
 /// A turn of `task` with a 10 s budget and no bindings.
 pub fn task(task: Task) -> TurnSpec {
     TurnSpec {
+        live: None,
         task,
         timeout: Duration::from_secs(10),
         bindings: Bindings::none(),

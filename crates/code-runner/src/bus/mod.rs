@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use code_runner_core::wire::{FunctionInfo, FunctionsInfoResponse};
-use code_runner_core::{AbortSignal, BoxFuture, RunnerError};
+use code_runner_core::{AbortSignal, BoxFuture, LiveOutput, RunnerError};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -56,6 +56,9 @@ pub struct Caller {
     /// A host caller that can take its call back (an MCP client's
     /// `notifications/cancelled`): a run it starts is chained to this signal.
     pub(crate) cancel: Option<AbortSignal>,
+    /// A host caller that streams: a run it starts hands its output here
+    /// while the guest writes it.
+    pub(crate) live: Option<LiveOutput>,
 }
 
 /// The guest side of a [`Caller`].
@@ -80,11 +83,14 @@ impl Caller {
         Caller::default()
     }
 
-    /// A host call that `cancel` takes back: firing it aborts the run the call started.
-    pub fn host_cancellable(cancel: AbortSignal) -> Caller {
+    /// A host call that `cancel` takes back (firing it aborts the run the
+    /// call started) and that sees the run's output as it is written, if
+    /// `live` is given.
+    pub fn host_streaming(cancel: AbortSignal, live: Option<LiveOutput>) -> Caller {
         Caller {
             guest: None,
             cancel: Some(cancel),
+            live,
         }
     }
 

@@ -5,7 +5,7 @@
 use std::future::Future;
 
 use code_runner_core::wire::FunctionsInfoResponse;
-use code_runner_core::{AbortSignal, Config};
+use code_runner_core::{AbortSignal, Config, LiveOutput};
 use serde_json::Value;
 
 use crate::bus::CallError;
@@ -19,13 +19,15 @@ pub trait Api: Clone + Send + Sync + 'static {
         payload: Value,
     ) -> impl Future<Output = Result<Value, CallError>> + Send;
 
-    /// [`Api::call`], taken back when `cancel` fires: a run the call
-    /// started is aborted (it answers as an aborted run does).
-    fn call_cancellable(
+    /// [`Api::call`], taken back when `cancel` fires (a run the call started
+    /// is aborted and answers as an aborted run does), and handing a run's
+    /// output to `live` while the guest writes it, if given.
+    fn call_live(
         &self,
         function_id: &str,
         payload: Value,
         cancel: AbortSignal,
+        live: Option<LiveOutput>,
     ) -> impl Future<Output = Result<Value, CallError>> + Send;
 
     /// Describes every function this worker's bus holds.

@@ -5,6 +5,7 @@
 pub mod api;
 pub mod http;
 pub mod iii;
+pub mod live;
 pub mod logging;
 pub mod mcp;
 pub(crate) mod ui;

@@ -91,6 +91,7 @@ async fn invoke(
             // One turn: its signal (fired when it answers) is its scope.
             let bindings = guest::bindings(Arc::downgrade(ops), context);
             let spec = code_runner_core::TurnSpec {
+                live: None,
                 task,
                 timeout: budget(ops, &caller)?,
                 abort: bindings.scope.clone(),

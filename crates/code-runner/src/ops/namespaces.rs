@@ -58,6 +58,7 @@ pub struct TurnParams {
 impl TurnParams {
     fn spec(&self, task: Task) -> TurnSpec {
         TurnSpec {
+            live: None,
             task,
             timeout: self.timeout,
             bindings: self.bindings.bindings.clone(),

@@ -54,11 +54,13 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
         (None, None) => AbortSignal::new(),
     };
     let caps = config.output_caps();
+    let output = caller.live.clone();
     let started = Instant::now();
     let (code, weak) = (request.code, Arc::downgrade(&ops));
     // The turn's signal is its scope: the bounded runtime fires it when the
     // turn answers, which ends the runs its guest code started.
     let turn = move |context: GuestContext| TurnSpec {
+        live: output,
         task: Task::Program(code),
         timeout,
         bindings: guest::bindings(weak, context.within(scope.clone())).bindings,

@@ -123,6 +123,7 @@ impl WarmPool {
             }
         };
         let warm_up = TurnSpec {
+            live: None,
             task: Task::Program(String::new()),
             timeout: Duration::from_secs(5),
             bindings: self.warm_bindings.clone(),

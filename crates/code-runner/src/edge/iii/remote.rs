@@ -69,6 +69,7 @@ pub(crate) fn caller(ops: &Arc<Ops>, metadata: Option<&Value>) -> Caller {
     });
     Caller {
         cancel: None,
+        live: None,
         guest: Some(GuestCaller {
             runtime: call,
             root: tree,

@@ -12,12 +12,13 @@
 //! when the published tools change.
 
 mod http;
+mod output;
 pub mod tools;
 
 pub use http::service;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use code_runner_core::AbortSignal;
@@ -25,6 +26,11 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
+#[allow(
+    deprecated,
+    reason = "MCP logging is deprecated by SEP-2577 and still what clients read"
+)]
+use rmcp::model::{LoggingLevel, SetLevelRequestParams};
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
@@ -40,6 +46,12 @@ pub struct McpServer<A: Api> {
     api: A,
     /// Whether this session already follows the bus for tool-list changes.
     following: Arc<AtomicBool>,
+    /// The least log level the client asked for (`logging/setLevel`).
+    #[allow(
+        deprecated,
+        reason = "MCP logging is deprecated by SEP-2577 and still what clients read"
+    )]
+    level: Arc<Mutex<Option<LoggingLevel>>>,
 }
 
 impl<A: Api> McpServer<A> {
@@ -48,6 +60,7 @@ impl<A: Api> McpServer<A> {
         McpServer {
             api,
             following: Arc::default(),
+            level: Arc::default(),
         }
     }
 
@@ -101,8 +114,13 @@ async fn published<A: Api>(api: &A) -> Vec<String> {
 }
 
 impl<A: Api> ServerHandler for McpServer<A> {
+    #[allow(
+        deprecated,
+        reason = "MCP logging is deprecated by SEP-2577 and still what clients read"
+    )]
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
+            .enable_logging()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
@@ -115,6 +133,19 @@ impl<A: Api> ServerHandler for McpServer<A> {
                 "Runs Python and JavaScript in a sandbox: call `run` with lang and code; \
                  functions published with `register_function` become tools of their own.",
             )
+    }
+
+    #[allow(
+        deprecated,
+        reason = "MCP logging is deprecated by SEP-2577 and still what clients read"
+    )]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        *self.level.lock().unwrap_or_else(|p| p.into_inner()) = Some(request.level);
+        Ok(())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -154,7 +185,21 @@ impl<A: Api> ServerHandler for McpServer<A> {
         };
         let payload = Value::Object(request.arguments.unwrap_or_default());
         let cancel = AbortSignal::new();
-        let call = self.api.call_cancellable(&id, payload, cancel.clone());
+        let outlet = match context.meta.get_progress_token() {
+            Some(token) => output::Outlet::Progress {
+                peer: context.peer.clone(),
+                token,
+                sent: 0,
+            },
+            None => output::Outlet::Log {
+                peer: context.peer.clone(),
+                level: self.level.clone(),
+            },
+        };
+        let (live, chunks) = crate::edge::live::tap();
+        let (done, finished) = tokio::sync::oneshot::channel();
+        let forwarding = tokio::spawn(output::forward(chunks, outlet, finished));
+        let call = self.api.call_live(&id, payload, cancel.clone(), Some(live));
         tokio::pin!(call);
         let answer = tokio::select! {
             answer = &mut call => answer,
@@ -163,6 +208,9 @@ impl<A: Api> ServerHandler for McpServer<A> {
                 call.await
             }
         };
+        // The last output goes before the answer.
+        let _ = done.send(());
+        let _ = forwarding.await;
         Ok(match answer {
             Ok(value) => {
                 let text = serde_json::to_string(&value).unwrap_or_default();

@@ -88,6 +88,7 @@ pub(super) async fn trigger(
         .map_or(left, |ms| Duration::from_millis(ms).min(left));
     let caller = Caller {
         cancel: None,
+        live: None,
         guest: Some(GuestCaller {
             runtime: ctx.key,
             root: ctx.root,

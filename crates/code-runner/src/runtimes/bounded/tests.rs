@@ -30,6 +30,7 @@ impl Runtime for Stuck {
 
 fn turn(timeout: Duration, abort: &AbortSignal) -> TurnSpec {
     TurnSpec {
+        live: None,
         task: Task::program("for (;;) {}"),
         timeout,
         bindings: Bindings::default(),

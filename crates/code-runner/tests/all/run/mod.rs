@@ -5,3 +5,4 @@
 mod limits;
 mod node;
 mod response;
+mod results;

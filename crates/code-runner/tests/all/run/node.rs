@@ -21,81 +21,6 @@ async fn keep_node(server: &Server, code: &str) -> String {
         .to_string()
 }
 
-/// The seed's quickstart, to the letter: stdout `hi\n`, result 4, exit 0,
-/// success, and no `runtime_id` key on a one-shot run.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn quickstart_answers_hi_and_4_without_a_runtime_id() {
-    let server = Server::start().await;
-    let answer = node(&server, "console.log(\"hi\"); return 2 + 2", json!({})).await;
-    let body = answer.ok();
-    assert_eq!(body["stdout"], "hi\n");
-    assert_eq!(body["stderr"], "");
-    assert_eq!(body["result"], 4);
-    assert_eq!(body["exit_code"], 0);
-    assert_eq!(body["success"], true);
-    assert!(
-        body.as_object().unwrap().get("runtime_id").is_none(),
-        "{body}"
-    );
-    let health = server.get("/healthz").await;
-    assert_eq!(health.ok()["engines"]["node"], "ready", "{}", health.body);
-}
-
-/// A failing script is a response; results JSON cannot carry are `null`;
-/// the caps apply to node output as to python's.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failures_non_json_results_and_caps_are_responses() {
-    let server = Server::with_config("max_result_bytes: 100").await;
-    let body = node(&server, "throw new TypeError('boom')", json!({}))
-        .await
-        .ok()
-        .clone();
-    assert_eq!(
-        (
-            body["exit_code"].clone(),
-            body["success"].clone(),
-            body["result"].clone()
-        ),
-        (json!(1), json!(false), Value::Null)
-    );
-    assert!(
-        body["stderr"]
-            .as_str()
-            .unwrap()
-            .starts_with("TypeError: boom\n    at run.js:1:7"),
-        "{body}"
-    );
-    for code in [
-        "return () => 1",
-        "return 10n",
-        "return Symbol()",
-        "const a = []; a.push(a); return a",
-        "return undefined",
-    ] {
-        let body = node(&server, code, json!({})).await.ok().clone();
-        assert_eq!(
-            (body["exit_code"].clone(), body["result"].clone()),
-            (json!(0), Value::Null),
-            "{code}: {body}"
-        );
-    }
-    let body = node(
-        &server,
-        "return Array.from({ length: 1000 }, (_, i) => i)",
-        json!({}),
-    )
-    .await
-    .ok()
-    .clone();
-    assert!(
-        body["result"]
-            .as_str()
-            .unwrap()
-            .starts_with("<omitted: result was ~"),
-        "{body}"
-    );
-}
-
 /// A kept node runtime keeps its globals and its files; teardown removes both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kept_node_runtime_keeps_globals_and_files_until_teardown() {
@@ -171,15 +96,6 @@ async fn node_and_python_share_max_runtimes() {
     assert_eq!(health.ok()["runtimes"]["live"], 0, "{}", health.body);
 }
 
-/// `memory_mb` is python's: a node run that sends it is refused, not ignored.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_mb_on_a_node_run_is_invalid_request() {
-    let server = Server::start().await;
-    node(&server, "return 1", json!({"memory_mb": 64}))
-        .await
-        .assert_error(INVALID_REQUEST, "heap_mb");
-}
-
 /// The configuration's node limits reach the engine: a smaller heap is the
 /// limit that bites, `scratch_mb: 0` turns `iii.files` off, and node scratch
 /// directories live under `scratch_root`.
@@ -228,17 +144,4 @@ async fn configured_node_limits_reach_the_engine() {
     );
     server.teardown(&id).await.ok();
     assert!(!under_root[0].path().exists(), "teardown removes it");
-}
-
-/// Real HTTP on loopback: a node run answers over the wire.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_over_http() {
-    let server = Server::start().await;
-    let answer = server
-        .post_raw(
-            RUN,
-            br#"{"lang":"node","code":"return [1, 'two', {three: 3}]"}"#.to_vec(),
-        )
-        .await;
-    assert_eq!(answer.ok()["result"], json!([1, "two", {"three": 3}]));
 }

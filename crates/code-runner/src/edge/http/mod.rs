@@ -1,4 +1,6 @@
-//! HTTP: `POST /v1/call/{function_id}`, `GET /v1/functions`, `GET /healthz`.
+//! HTTP: `POST /v1/call/{function_id}` (a run as server-sent events with
+//! `Accept: text/event-stream`: `stream`), `GET /v1/functions`, `GET /healthz`,
+//! and MCP at `/mcp` (`crate::edge::mcp`).
 //!
 //! [`app`] is the routes; [`serve_with`] puts them behind the edge: the
 //! `Host`/`Origin`/`Content-Type` rules (`edge`), bodies read within a
@@ -8,6 +10,7 @@
 mod body;
 mod rules;
 mod server;
+mod stream;
 
 use std::sync::Arc;
 
@@ -120,8 +123,12 @@ pub fn app<A: Api>(worker: A) -> Router {
 async fn call<A: Api>(
     State(worker): State<A>,
     Path(function_id): Path<String>,
+    headers: axum::http::HeaderMap,
     JsonBody(payload): JsonBody,
 ) -> Response {
+    if function_id == crate::bus::names::RUN && stream::wants_events(&headers) {
+        return stream::events(worker, function_id, payload);
+    }
     match worker.call(&function_id, payload).await {
         Ok(value) => axum::Json(value).into_response(),
         Err(err) => ApiError(err).into_response(),

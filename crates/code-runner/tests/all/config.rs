@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    Answer, CAPACITY, INVALID_REQUEST, RUN, ServeProcess, Server, binary, client, output_within,
-    post_json, tempdir,
+    Answer, CAPACITY, INVALID_REQUEST, RESOURCE_EXHAUSTED, RUN, ServeProcess, Server, binary,
+    client, output_within, post_json, tempdir,
 };
 
 const GET: &str = "configuration::get";
@@ -310,4 +310,57 @@ fn the_cli_reads_and_changes_a_data_directory_configuration() {
     let answer: Value = serde_json::from_slice(&get.stdout).unwrap();
     assert_eq!(answer["value"]["max_stream_bytes"], 100);
     assert_eq!(answer["value"]["max_runtimes"], 32);
+}
+
+/// The configuration's node limits reach the engine: a smaller heap is the
+/// limit that bites, `scratch_mb: 0` turns `iii.files` off, and node scratch
+/// directories live under `scratch_root`. (Node's keys: python's memory is
+/// a run's `memory_mb`, and its engine fixes the `/work` budget.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configured_node_limits_reach_the_engine() {
+    let root = tempdir();
+    let yaml = format!(
+        "heap_mb: 48\nscratch_mb: 0\nwarm_pool: 0\nscratch_root: {}\n",
+        root.path().display()
+    );
+    let server = Server::with_config(&yaml).await;
+    server
+        .run_in(
+            "node",
+            "const a = []; for (;;) a.push(new Array(1e6).fill(1))",
+        )
+        .await
+        .assert_error(RESOURCE_EXHAUSTED, "heap limit 48 MiB exceeded");
+    let answer = server
+        .run_in(
+            "node",
+            "try { await iii.files.write('a', 'x') } catch (e) { return e.message }",
+        )
+        .await;
+    assert!(
+        answer.ok()["result"]
+            .as_str()
+            .unwrap()
+            .contains("scratch_mb: 0"),
+        "{}",
+        answer.body
+    );
+
+    let yaml = format!("scratch_mb: 1\nscratch_root: {}\n", root.path().display());
+    let server = Server::with_config(&yaml).await;
+    let id = server
+        .keep_in("node", "await iii.files.write('where.txt', 'here')")
+        .await;
+    let under_root: Vec<_> = std::fs::read_dir(root.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join("where.txt").exists())
+        .collect();
+    assert_eq!(
+        under_root.len(),
+        1,
+        "the scratch directory is under scratch_root"
+    );
+    server.teardown(&id).await.ok();
+    assert!(!under_root[0].path().exists(), "teardown removes it");
 }

@@ -3,6 +3,5 @@
 //! request limits checked before a runtime boots.
 
 mod limits;
-mod node;
 mod response;
 mod results;

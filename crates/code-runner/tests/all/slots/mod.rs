@@ -78,3 +78,24 @@ async fn hundred_concurrent_clients_get_a_result_or_capacity() {
     assert_eq!(health.ok()["runtimes"]["live"], 0, "{}", health.body);
     server.assert_still_serves().await;
 }
+
+/// Both languages' runtimes count against the one `max_runtimes`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_and_python_share_max_runtimes() {
+    let server = Server::with_config("max_runtimes: 2").await;
+    let a = server.keep_in("node", "globalThis.a = 1").await;
+    let b = server.keep("b = 1").await;
+    server
+        .run_in("node", "return 1")
+        .await
+        .assert_error(CAPACITY, "2");
+    server.run("result = 1").await.assert_error(CAPACITY, "2");
+    server.teardown(&b).await.ok();
+    assert_eq!(
+        server.run_in("node", "return 2 + 2").await.ok()["result"],
+        4
+    );
+    server.teardown(&a).await.ok();
+    let health = server.get("/healthz").await;
+    assert_eq!(health.ok()["runtimes"]["live"], 0, "{}", health.body);
+}

@@ -146,6 +146,18 @@ describe("the playground on a real code-runner serve", () => {
     expect(await card.locator(".cr-source .cr-tok-builtin").first().innerText()).toBe("print");
   });
 
+  /// A run's output shows while it runs (server-sent events), then the card takes over.
+  it("shows output live while a run is still running", async () => {
+    await writeCode('import time\nprint("first", flush=True)\ntime.sleep(3)\nprint("second")\nresult = 1');
+    await page.getByRole("button", { name: "Run", exact: true }).click();
+    const entry = page.locator(".pg-feed .pg-entry").first();
+    await expect.poll(() => entry.locator('.pg-live-stream[data-stream="stdout"]').innerText().catch(() => ""), { timeout: ANSWER_MS }).toBe("first\n");
+    expect(await entry.locator('.cr-verdict[data-cr-tone="running"]').count()).toBe(1);
+    const card = await newestAnswer();
+    expect(await card.locator('.cr-term[data-cr-stream="stdout"]').innerText()).toBe("first\nsecond\n");
+    expect(await entry.locator(".pg-live").count()).toBe(0);
+  });
+
   /// The worker caps a flood of output; the card marks where it cut, apart from the program's lines.
   it("marks the worker's truncation of a flooded stdout", async () => {
     await writeCode('for i in range(4000):\n    print(f"line {i}")\nresult = "done"');

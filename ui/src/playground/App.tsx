@@ -8,7 +8,7 @@ import type { Lang } from "../lib/highlight";
 import { Card, Fact, RuntimeChip, Section, ValueView, formatDuration, text, type CallMessage } from "../lib/shared";
 import { redactText } from "../lib/redact";
 import { useTheme } from "../lib/theme";
-import { call, health } from "./api";
+import { call, callStreaming, health, type LiveOutput } from "./api";
 import { Editor } from "./Editor";
 
 const RUN = "code-runner::run";
@@ -31,6 +31,8 @@ const SAMPLE_HANDLER: Record<Lang, string> = {
 interface Entry {
   key: number;
   message: CallMessage;
+  /** A run's output while it runs, from its event stream. */
+  live?: LiveOutput;
 }
 
 interface Kept {
@@ -73,12 +75,28 @@ function CallCard(props: { message: CallMessage }) {
   );
 }
 
+/** What a running run has printed so far, beside its card. */
+function LiveView(props: { live: LiveOutput }) {
+  return (
+    <div className="pg-live" aria-label="live output">
+      {props.live.stdout && <pre className="pg-live-stream" data-stream="stdout">{redactText(props.live.stdout)}</pre>}
+      {props.live.stderr && <pre className="pg-live-stream" data-stream="stderr">{redactText(props.live.stderr)}</pre>}
+    </div>
+  );
+}
+
 function EntryView(props: { entry: Entry }) {
-  const { message } = props.entry;
+  const { message, live } = props.entry;
   const phase = message.running ? "running" : "done";
   const failed = !message.running && message.output !== null && typeof message.output === "object" && "error" in message.output;
   const card = renderCall(message, phase);
-  if (card) return <>{card}</>;
+  if (card)
+    return (
+      <>
+        {card}
+        {message.running && live && <LiveView live={live} />}
+      </>
+    );
   if (failed) return <ErrorCard message={message} />;
   return <CallCard message={message} />;
 }
@@ -145,7 +163,12 @@ export function App() {
     const started = performance.now();
     setBusy((n) => n + 1);
     setFeed((entries) => [{ key, message: { functionId, input, running: true } }, ...entries].slice(0, MAX_FEED));
-    const answer = await call(functionId, input);
+    const answer =
+      functionId === RUN
+        ? await callStreaming(functionId, input, (live) =>
+            setFeed((entries) => entries.map((entry) => (entry.key === key ? { ...entry, live } : entry))),
+          )
+        : await call(functionId, input);
     const durationMs = Math.round(performance.now() - started);
     const output = answer.ok ? answer.value : { error: answer.error };
     setFeed((entries) =>

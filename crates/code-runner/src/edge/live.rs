@@ -2,8 +2,9 @@
 //! progress and log notifications, server-sent events).
 //!
 //! [`tap`] makes the [`LiveOutput`] a run writes into and the [`Chunks`]
-//! a caller reads: what the guest wrote, coalesced into at most one piece
-//! per stream per [`WINDOW`], cut at character boundaries. The engine hands
+//! a caller reads: what the guest wrote, cut at character boundaries, at
+//! most one piece per stream per [`WINDOW`]. A print after a quiet spell goes
+//! out at once; a flood is gathered. The engine hands
 //! on only what enters a stream's head, so a caller never receives more
 //! than the head budget, however much the guest prints; what is held here
 //! waiting is bounded the same way.
@@ -20,6 +21,8 @@ pub const WINDOW: Duration = Duration::from_millis(50);
 /// The reading side of a tap.
 pub struct Chunks {
     rx: mpsc::UnboundedReceiver<(Stream, Vec<u8>)>,
+    /// When the last pieces went out.
+    sent: Option<tokio::time::Instant>,
     /// Bytes of a character cut at the end of the last piece, per stream.
     pending: [Vec<u8>; 2],
 }
@@ -32,23 +35,34 @@ pub fn tap() -> (LiveOutput, Chunks) {
     });
     let chunks = Chunks {
         rx,
+        sent: None,
         pending: [Vec::new(), Vec::new()],
     };
     (live, chunks)
 }
 
 impl Chunks {
-    /// The next pieces: waits for output, gathers for a [`WINDOW`], then
-    /// returns what came, per stream (stdout first). `None` once every
-    /// writer is gone.
+    /// The next pieces: waits for output, then for the rest of the
+    /// [`WINDOW`] since the last pieces went out (none after a quiet
+    /// spell), and returns what came, per stream (stdout first). `None` once
+    /// every writer is gone.
     pub async fn next(&mut self) -> Option<Vec<(Stream, String)>> {
-        let first = self.rx.recv().await?;
-        self.take(first);
-        tokio::time::sleep(WINDOW).await;
-        while let Ok(more) = self.rx.try_recv() {
-            self.take(more);
+        loop {
+            let first = self.rx.recv().await?;
+            self.take(first);
+            if let Some(sent) = self.sent {
+                tokio::time::sleep_until(sent + WINDOW).await;
+            }
+            while let Ok(more) = self.rx.try_recv() {
+                self.take(more);
+            }
+            let pieces = self.pieces(false);
+            // Only part of a character so far: wait for its rest.
+            if !pieces.is_empty() {
+                self.sent = Some(tokio::time::Instant::now());
+                return Some(pieces);
+            }
         }
-        Some(self.pieces(false))
     }
 
     /// Whatever has arrived and not gone out, the run being over: the last

@@ -111,13 +111,71 @@ fn input_schema(schema: Option<&Value>) -> JsonObject {
         })
 }
 
-/// `schema` when it describes JSON objects (`"type": "object"`).
+/// `schema` when it describes JSON objects (`"type": "object"`), without
+/// the `format`s JSON Schema does not define (schemars writes `uint64` for
+/// a `u64`; clients' validators warn about each).
 fn object_schema(schema: &Value) -> Option<JsonObject> {
     match schema {
         Value::Object(map) if map.get("type").and_then(Value::as_str) == Some("object") => {
-            Some(map.clone())
+            let mut schema = Value::Object(map.clone());
+            drop_unknown_formats(&mut schema, 0);
+            match schema {
+                Value::Object(map) => Some(map),
+                _ => None,
+            }
         }
         _ => None,
+    }
+}
+
+/// The formats JSON Schema (draft 2020-12) defines.
+const KNOWN_FORMATS: [&str; 19] = [
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// Removes unknown `format` keywords from `schema`, to a bounded depth (a
+/// published format is bounded in size already).
+fn drop_unknown_formats(schema: &mut Value, depth: usize) {
+    if depth > 64 {
+        return;
+    }
+    match schema {
+        Value::Object(map) => {
+            if map
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| !KNOWN_FORMATS.contains(&f))
+            {
+                map.remove("format");
+            }
+            for value in map.values_mut() {
+                drop_unknown_formats(value, depth + 1);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                drop_unknown_formats(item, depth + 1);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -156,6 +214,19 @@ fn operation_text(name: &str, config: &Config) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Formats JSON Schema does not define are dropped; the rest stay.
+    #[test]
+    fn unknown_formats_are_dropped() {
+        let schema = json!({"type": "object", "properties": {
+            "n": {"type": "integer", "format": "uint64"},
+            "at": {"type": "string", "format": "date-time"},
+        }});
+        let cleaned = Value::Object(object_schema(&schema).unwrap());
+        assert_eq!(cleaned["properties"]["n"].get("format"), None);
+        assert_eq!(cleaned["properties"]["at"]["format"], "date-time");
+        assert_eq!(object_schema(&json!({"type": "array"})), None);
+    }
 
     /// Names map one-to-one; reserved and over-long ids are no tools.
     #[test]

@@ -1,87 +1,11 @@
-//! A hostile guest against the worker over real HTTP: descriptors, the
-//! `/work` quota and the nesting limit, each leaving other tenants and the
-//! guest's own kept runtime serving.
+//! What a hostile guest (or client) cannot do to the host, in both
+//! languages where the attack has a form in each: the memory its values
+//! cost the host, its descriptors and quota, the error text it gets quoted
+//! back, the catalog it asks about, and what it sends through an iii
+//! engine.
 
-mod attacks;
 mod error_text;
 mod info;
+mod memory;
+mod resources;
 mod through_engine;
-
-use serde_json::json;
-
-use crate::helpers::Server;
-
-/// A kept runtime opening files in a loop stops at its descriptor budget
-/// (the guest sees `ENOMEM`), and the worker keeps serving everyone else.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runtime_hoarding_files_stops_at_its_budget() {
-    let server = Server::start().await;
-    let id = server.keep("open('/work/f', 'w').close()\nheld = []").await;
-    let answer = server
-        .run_on(
-            &id,
-            "import errno\ntry:\n    for _ in range(20_000):\n        held.append(open('/work/f'))\n\
-             except OSError as err:\n    result = [len(held), err.errno == errno.ENOMEM]",
-        )
-        .await;
-    let body = answer.ok();
-    assert!(
-        body["result"][0].as_u64().unwrap_or(u64::MAX) < 1000,
-        "{body}"
-    );
-    assert_eq!(body["result"][1], json!(true), "{body}");
-    assert_eq!(server.run("result = 2 + 2").await.ok()["result"], 4);
-    assert!(server.get("/healthz").await.status.is_success());
-    server.teardown(&id).await.ok();
-    server.assert_still_serves().await;
-}
-
-/// A one-shot run writing through a descriptor after unlinking its file gets
-/// `EDQUOT` at the quota, and uncaught it is `resource_exhausted`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn writes_after_unlink_meet_the_quota() {
-    let server = Server::start().await;
-    let answer = server
-        .run_with(
-            "import os\nfd = os.open('/work/big', os.O_WRONLY | os.O_CREAT)\nos.unlink('/work/big')\n\
-             chunk = b'x' * (1 << 20)\nwritten = 0\nwhile written < 400 << 20:\n    written += os.write(fd, chunk)",
-            json!({"timeout_ms": 30_000}),
-        )
-        .await;
-    answer.assert_error("code-runner::resource_exhausted", "/work");
-    server.assert_still_serves().await;
-}
-
-/// A result nested deeper than the limit and `SystemExit(2**63)` are normal
-/// responses, and the kept runtime keeps its interpreter (and globals).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nesting_and_huge_exit_codes_are_responses_that_keep_the_interpreter() {
-    let server = Server::start().await;
-    let id = server.keep("x = 41").await;
-    let nested = server
-        .run_on(&id, "v = []\nfor _ in range(150):\n    v = [v]\nresult = v")
-        .await;
-    let body = nested.ok();
-    assert_eq!(body["exit_code"], 0, "{body}");
-    assert_eq!(body["result"], json!(null), "{body}");
-    let exit = server.run_on(&id, "raise SystemExit(2**63)").await;
-    let body = exit.ok();
-    assert_eq!(body["exit_code"], 1, "{body}");
-    assert!(
-        body["stderr"]
-            .as_str()
-            .unwrap_or("")
-            .contains("9223372036854775808"),
-        "{body}"
-    );
-    let within = server
-        .run_on(&id, "v = []\nfor _ in range(99):\n    v = [v]\nresult = v")
-        .await;
-    assert_eq!(within.ok()["exit_code"], 0);
-    assert!(within.ok()["result"].is_array(), "{}", within.body);
-    assert_eq!(
-        server.run_on(&id, "result = x + 1").await.ok()["result"],
-        42
-    );
-    server.teardown(&id).await.ok();
-}

@@ -364,3 +364,25 @@ async fn configured_node_limits_reach_the_engine() {
     server.teardown(&id).await.ok();
     assert!(!under_root[0].path().exists(), "teardown removes it");
 }
+
+/// `max_runtimes` and `max_memory_mb` past what the engines can reserve are
+/// refused naming the key. Before, `max_runtimes: 1000000` was saved, and
+/// the next start failed to map the pool (python "unavailable").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configuration_beyond_what_the_engines_can_reserve_is_refused() {
+    let server = Server::start().await;
+    for (key, value) in [("max_runtimes", 1_000_000u64), ("max_memory_mb", 100_000)] {
+        let answer = server
+            .call(
+                "configuration::set",
+                json!({"id": "code-runner", "value": { key: value }}),
+            )
+            .await;
+        answer.assert_error("code-runner::invalid_request", key);
+        assert!(answer.error_message().contains("4096"), "{}", answer.body);
+    }
+    let stored = server
+        .call("configuration::get", json!({"id": "code-runner"}))
+        .await;
+    assert_eq!(stored.ok()["value"]["max_runtimes"], 32);
+}

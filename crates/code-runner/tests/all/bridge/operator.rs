@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::helpers::Server;
 use crate::helpers::engine::{EngineProc, WorkerProc};
 
 /// How long a worker may take to appear on the engine on a busy machine.
@@ -189,4 +190,35 @@ fn guest_triggers_need_an_open_type_and_their_own_ids() {
         .unwrap();
     assert_eq!(own["result"][0][0], "ok", "{own}");
     assert_eq!(own["result"][0][1]["removed"], true, "{own}");
+}
+
+/// Guest code cannot rewrite code-runner's configuration through
+/// `iii.trigger` (it would lift its own timeouts and caps, and a
+/// `max_runtimes` of a million, saved, left python unavailable after the
+/// next restart); it gets `forbidden` and the stored value is unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guest_code_cannot_change_the_worker_configuration() {
+    let server = Server::start().await;
+    let answer = server
+        .run(
+            "try:\n    iii.trigger({'function_id': 'configuration::set', 'payload': \
+             {'id': 'code-runner', 'value': {'max_timeout_ms': 10**12, 'max_result_bytes': 0}}})\n\
+             except IIIError as err:\n    result = [err.code, err.message]\n\
+             result.append(iii.trigger({'function_id': 'configuration::get', 'payload': {'id': 'code-runner'}})['value']['max_timeout_ms'])",
+        )
+        .await;
+    let body = answer.ok();
+    assert_eq!(body["result"][0], "forbidden", "{body}");
+    assert!(
+        body["result"][1]
+            .as_str()
+            .unwrap_or_default()
+            .contains("own configuration"),
+        "{body}"
+    );
+    assert_eq!(body["result"][2], 30_000, "{body}");
+    let stored = server
+        .call("configuration::get", json!({"id": "code-runner"}))
+        .await;
+    assert_eq!(stored.ok()["value"]["max_result_bytes"], 32_768);
 }

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::helpers::engine::{EngineProc, WorkerProc};
 use crate::helpers::{CAPACITY, EXPIRED, ServeProcess, client, post_json, tempdir};
 
-/// The guest on A: eight nested kept runs on B, the ids and refusals.
+/// The guest on A, in python: eight nested kept runs on B, the ids and refusals.
 const HOARD_ON_B: &str = r#"
 kept, refused = [], []
 for _ in range(8):
@@ -24,6 +24,21 @@ for _ in range(8):
     except IIIError as e:
         refused.append([e.code, e.message])
 result = {"kept": kept, "refused": refused}
+"#;
+
+/// The same guest in node.
+const NODE_HOARD_ON_B: &str = r#"
+const kept = [], refused = [];
+for (let i = 0; i < 8; i++) {
+  try {
+    const answer = await iii.trigger({ function_id: "code-runner@cr-b::run",
+                                       payload: { lang: "python", keep: true, code: "x = 1" } });
+    kept.push(answer.runtime_id);
+  } catch (e) {
+    refused.push([e.code, e.message]);
+  }
+}
+return { kept, refused };
 "#;
 
 /// The calling run's budget: what B's runtimes may outlive its answer by.
@@ -53,43 +68,50 @@ async fn a_guest_on_one_worker_is_charged_and_ended_by_another() {
             .trigger_when_registered(id, &json!({"lang": "python", "code": "result = 1"}))
             .unwrap_or_else(|e| panic!("{e}\n{}\n{}", a.log(), b.log()));
     }
-    let started = Instant::now();
-    let answer = engine
-        .trigger(
-            "code-runner@cr-a::run",
-            &json!({"lang": "python", "code": HOARD_ON_B, "timeout_ms": RUN_BUDGET_MS}),
-        )
-        .unwrap_or_else(|e| panic!("{e}\n{}", a.log()));
-    let kept = answer["result"]["kept"].as_array().unwrap().clone();
-    let refused = answer["result"]["refused"].as_array().unwrap().clone();
-    assert_eq!((kept.len(), refused.len()), (4, 4), "{answer}\n{}", b.log());
-    assert_eq!(refused[0][0], CAPACITY, "{answer}");
-    assert!(
-        refused[0][1].as_str().unwrap().contains("at most 4"),
-        "{answer}"
-    );
-    // B cannot see A's run end; it ends what the run started by its deadline.
-    let until = started + Duration::from_millis(RUN_BUDGET_MS) + Duration::from_secs(20);
-    while live_on(&b.url).await > 0 {
-        assert!(
-            Instant::now() < until,
-            "B still holds {} runtimes {:?} after the run began\n{}",
-            live_on(&b.url).await,
-            started.elapsed(),
+    let http = client();
+    for (lang, code) in [("python", HOARD_ON_B), ("node", NODE_HOARD_ON_B)] {
+        let started = Instant::now();
+        let answer = engine
+            .trigger(
+                "code-runner@cr-a::run",
+                &json!({"lang": lang, "code": code, "timeout_ms": RUN_BUDGET_MS}),
+            )
+            .unwrap_or_else(|e| panic!("{e}\n{}", a.log()));
+        let kept = answer["result"]["kept"].as_array().unwrap().clone();
+        let refused = answer["result"]["refused"].as_array().unwrap().clone();
+        assert_eq!(
+            (kept.len(), refused.len()),
+            (4, 4),
+            "{lang}: {answer}\n{}",
             b.log()
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let http = client();
-    for id in &kept {
-        let answer = post_json(
-            &http,
-            &b.url,
-            "code-runner::run",
-            &json!({"runtime_id": id, "code": "result = x"}),
-        )
-        .await;
-        answer.assert_error(EXPIRED, "");
+        assert_eq!(refused[0][0], CAPACITY, "{answer}");
+        assert!(
+            refused[0][1].as_str().unwrap().contains("at most 4"),
+            "{answer}"
+        );
+        // B cannot see A's run end; it ends what the run started by its deadline.
+        let until = started + Duration::from_millis(RUN_BUDGET_MS) + Duration::from_secs(20);
+        while live_on(&b.url).await > 0 {
+            assert!(
+                Instant::now() < until,
+                "B still holds {} runtimes {:?} after the run began\n{}",
+                live_on(&b.url).await,
+                started.elapsed(),
+                b.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        for id in &kept {
+            let answer = post_json(
+                &http,
+                &b.url,
+                "code-runner::run",
+                &json!({"runtime_id": id, "code": "result = x"}),
+            )
+            .await;
+            answer.assert_error(EXPIRED, "");
+        }
     }
     // A host call on B is not bounded by the guest's share.
     let host = post_json(

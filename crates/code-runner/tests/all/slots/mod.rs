@@ -1,13 +1,18 @@
-//! Runtime slots: `max_runtimes` bounds live runtimes, one-shot or kept,
-//! and a full worker answers `code-runner::capacity` rather than queueing or failing.
+//! Runtime slots, in both languages: `max_runtimes` bounds live runtimes,
+//! one-shot or kept, python and node together, and a full worker answers
+//! `code-runner::capacity` rather than queueing or failing; what guest code
+//! starts holds a share of them, calls for one runtime wait in a bounded
+//! line, and a turn that never answers gives its slot back.
 
 mod across_workers;
 mod fanout;
+mod lines;
 mod nested;
 mod outer_bound;
 
 use serde_json::json;
 
+use crate::helpers::lang::{LANGS, pick, returning, two_plus_two};
 use crate::helpers::{CAPACITY, RUN, Server, client, post_json};
 
 /// `max_runtimes` kept runtimes fill the worker, the next run is
@@ -18,65 +23,39 @@ use crate::helpers::{CAPACITY, RUN, Server, client, post_json};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_runtime_past_max_runtimes_is_capacity_until_one_is_torn_down() {
     let server = Server::with_config("max_runtimes: 24").await;
-    let mut ids = Vec::new();
-    for n in 0..24 {
-        ids.push(server.keep(&format!("n = {n}")).await);
-    }
-    server
-        .run("result = 2 + 2")
-        .await
-        .assert_error(CAPACITY, "24");
-    server
-        .run_with("x = 1", json!({"keep": true}))
-        .await
-        .assert_error(CAPACITY, "");
-    // A full worker still serves the runtimes it holds.
-    assert_eq!(
-        server.run_on(&ids[23], "result = n").await.ok()["result"],
-        23
-    );
-    server.teardown(&ids[0]).await.ok();
-    server.assert_still_serves().await;
-    let newcomer = server.keep("m = 1").await;
-    server.run("result = 1").await.assert_error(CAPACITY, "");
-    server.teardown(&newcomer).await.ok();
-    server.assert_still_serves().await;
-}
-
-/// Under a stampede every call is answered: a success or `capacity`, never
-/// another error, a hang or a dropped connection.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hundred_concurrent_clients_get_a_result_or_capacity() {
-    let server = Server::with_config("max_runtimes: 4").await;
-    let mut clients = tokio::task::JoinSet::new();
-    for n in 0..100u32 {
-        let url = server.url.clone();
-        clients.spawn(async move {
-            let client = client();
-            let payload = json!({
-                "lang": "python",
-                "code": format!("import time\ntime.sleep(0.05)\nresult = {n}"),
-            });
-            (n, post_json(&client, &url, RUN, &payload).await)
-        });
-    }
-    let (mut successes, mut refusals) = (0, 0);
-    while let Some(joined) = clients.join_next().await {
-        let (n, answer) = joined.expect("client task");
-        if answer.status.is_success() {
-            assert_eq!(answer.body["result"], n, "{}", answer.body);
-            successes += 1;
-        } else {
-            answer.assert_error(CAPACITY, "");
-            refusals += 1;
+    for lang in LANGS {
+        let mut ids = Vec::new();
+        for n in 0..24 {
+            let code = pick(lang, format!("n = {n}"), format!("globalThis.n = {n}"));
+            ids.push(server.keep_in(lang, &code).await);
+        }
+        server
+            .run_in(lang, two_plus_two(lang))
+            .await
+            .assert_error(CAPACITY, "24");
+        server
+            .run_in_with(lang, &returning(lang, "1"), json!({"keep": true}))
+            .await
+            .assert_error(CAPACITY, "");
+        // A full worker still serves the runtimes it holds.
+        assert_eq!(
+            server.run_on(&ids[23], &returning(lang, "n")).await.ok()["result"],
+            23,
+            "{lang}"
+        );
+        server.teardown(&ids[0]).await.ok();
+        server.assert_still_serves().await;
+        let newcomer = server.keep_in(lang, &returning(lang, "1")).await;
+        server
+            .run_in(lang, &returning(lang, "1"))
+            .await
+            .assert_error(CAPACITY, "");
+        server.teardown(&newcomer).await.ok();
+        server.assert_still_serves().await;
+        for id in &ids[1..] {
+            server.teardown(id).await.ok();
         }
     }
-    assert_eq!(successes + refusals, 100);
-    assert!(successes >= 1, "at least one client got through");
-    // Every slot came back once the stampede was over.
-    let health = server.get("/healthz").await;
-    assert_eq!(health.ok()["runtimes"]["live"], 0, "{}", health.body);
-    server.assert_still_serves().await;
 }
 
 /// Both languages' runtimes count against the one `max_runtimes`.
@@ -98,4 +77,44 @@ async fn node_and_python_share_max_runtimes() {
     server.teardown(&a).await.ok();
     let health = server.get("/healthz").await;
     assert_eq!(health.ok()["runtimes"]["live"], 0, "{}", health.body);
+}
+
+/// Under a stampede every call is answered: a success or `capacity`, never
+/// another error, a hang or a dropped connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hundred_concurrent_clients_get_a_result_or_capacity() {
+    let server = Server::with_config("max_runtimes: 4").await;
+    for lang in LANGS {
+        let mut clients = tokio::task::JoinSet::new();
+        for n in 0..100u32 {
+            let url = server.url.clone();
+            let code = pick(
+                lang,
+                format!("import time\ntime.sleep(0.05)\nresult = {n}"),
+                format!("await new Promise((r) => setTimeout(r, 50)); return {n}"),
+            );
+            clients.spawn(async move {
+                let client = client();
+                let payload = json!({"lang": lang, "code": code});
+                (n, post_json(&client, &url, RUN, &payload).await)
+            });
+        }
+        let (mut successes, mut refusals) = (0, 0);
+        while let Some(joined) = clients.join_next().await {
+            let (n, answer) = joined.expect("client task");
+            if answer.status.is_success() {
+                assert_eq!(answer.body["result"], n, "{lang}: {}", answer.body);
+                successes += 1;
+            } else {
+                answer.assert_error(CAPACITY, "");
+                refusals += 1;
+            }
+        }
+        assert_eq!(successes + refusals, 100, "{lang}");
+        assert!(successes >= 1, "{lang}: at least one client got through");
+        // Every slot came back once the stampede was over.
+        let health = server.get("/healthz").await;
+        assert_eq!(health.ok()["runtimes"]["live"], 0, "{}", health.body);
+    }
+    server.assert_still_serves().await;
 }

@@ -3,6 +3,7 @@
 //! between calls, handler errors, replacement, one registry across
 //! languages, and what a namespace teardown undoes.
 
+mod guest;
 mod node;
 
 use serde_json::{Value, json};

@@ -1,13 +1,17 @@
-//! Node guest code on the bus, through real HTTP and real V8: the bus
-//! bridge rules refuse denied functions with a rejected promise the guest
-//! catches (plain, fire-and-forget and queued calls, trigger registration
-//! targets, in runs and in handlers), and `iii.registerFunction` publishes
-//! functions for the life of the runtime that registered them.
+//! Node's `iii.registerFunction`, through real HTTP and real V8: a runtime
+//! publishes functions for its own life (a one-shot run's end with the run,
+//! a kept runtime's with its teardown, a lost isolate's with the isolate).
+//! (Node's: python's `iii` has no registrar; python guest code registers
+//! through `code-runner::register_function`, see `namespaces::own`.)
 
 use serde_json::{Value, json};
 
-use crate::helpers::{FUNCTION_NOT_FOUND, FUNCTIONS_INFO, INVALID_REQUEST, RUN, Server, TEARDOWN};
+use crate::helpers::{
+    EXPIRED, FUNCTION_NOT_FOUND, FUNCTIONS_INFO, HANDLER_ERROR, INVALID_REQUEST,
+    RESOURCE_EXHAUSTED, RUN, Server, TEARDOWN,
+};
 
+/// A node run of `code` with a long budget; asserts it exits 0.
 async fn node(server: &Server, code: &str) -> Value {
     let answer = server
         .call(
@@ -18,120 +22,6 @@ async fn node(server: &Server, code: &str) -> Value {
     let body = answer.ok();
     assert_eq!(body["exit_code"], 0, "{body}");
     body.clone()
-}
-
-/// Each denied pattern is a rejected promise the guest catches: an
-/// `IIIError` with `.code` "forbidden" and a message naming the function
-/// and the rule; the run goes on and an ordinary call in it succeeds.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_denied_pattern_is_a_caught_rejection_while_ordinary_calls_work() {
-    let server = Server::start().await;
-    let code = r#"
-const denied = [
-  "state::claim-namespace",
-  "harness::state::x",
-  "provider-openai-codex::state::x",
-  "provider::openai-codex::login::x",
-  "provider::openai-codex::auth::x",
-];
-const refused = {};
-for (const id of denied) {
-  try {
-    await iii.trigger({ function_id: id, payload: {} });
-    refused[id] = null;
-  } catch (e) {
-    refused[id] = [e instanceof IIIError, e.code, e.message];
-  }
-}
-console.log("still running");
-const ordinary = await iii.trigger({ function_id: "code-runner::run", payload: { lang: "python", code: "result = 6 * 7" } });
-return { refused, ordinary: ordinary.result };
-"#;
-    let body = node(&server, code).await;
-    assert_eq!(body["stdout"], "still running\n");
-    assert_eq!(body["result"]["ordinary"], 42);
-    for (id, rule) in [
-        ("state::claim-namespace", "state::claim-namespace"),
-        ("harness::state::x", "harness::state::*"),
-        (
-            "provider-openai-codex::state::x",
-            "provider-openai-codex::state::*",
-        ),
-        (
-            "provider::openai-codex::login::x",
-            "provider::openai-codex::{login,auth}::*",
-        ),
-        (
-            "provider::openai-codex::auth::x",
-            "provider::openai-codex::{login,auth}::*",
-        ),
-    ] {
-        let refused = &body["result"]["refused"][id];
-        assert_eq!(refused[0], true, "{id}: {refused}");
-        assert_eq!(refused[1], "forbidden", "{id}: {refused}");
-        let message = refused[2].as_str().unwrap_or("");
-        assert!(
-            message.contains(id) && message.contains(rule) && message.contains("bus bridge rule"),
-            "{id}: {message}"
-        );
-    }
-}
-
-/// Fire-and-forget and queued calls pass the same check; a trigger
-/// registration is checked by its target (a denied one, or another trigger
-/// registration, is refused) while an ordinary target passes the bridge.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn void_enqueue_and_trigger_targets_are_checked_from_node() {
-    // `cron` opened, so an ordinary target passes the bridge.
-    let server = Server::with_config("guest_trigger_types: [cron]\n").await;
-    let code = r#"
-const attempt = async (request) => {
-  try { return ["answered", await iii.trigger(request)]; } catch (e) { return [e.code, e.message]; }
-};
-const out = {};
-out.void = await attempt({ function_id: "harness::state::wipe", payload: {}, action: { type: "void" } });
-out.enqueue = await attempt({ function_id: "harness::state::wipe", payload: {}, action: { type: "enqueue", queue: "jobs" } });
-out.void_ordinary = await attempt({ function_id: "engine::functions::info", payload: {}, action: { type: "void" } });
-for (const target of ["provider::openai-codex::auth::x", "engine::register_trigger", "my-app::greet"]) {
-  out[target] = await attempt({ function_id: "engine::register_trigger", payload: { trigger_type: "cron", function_id: target, config: {} } });
-}
-return out;
-"#;
-    let out = node(&server, code).await["result"].clone();
-    assert_eq!(out["void"][0], "forbidden", "{out}");
-    assert_eq!(out["enqueue"][0], "forbidden", "{out}");
-    assert_eq!(out["void_ordinary"], json!(["answered", null]), "{out}");
-    for (target, part) in [
-        (
-            "provider::openai-codex::auth::x",
-            "provider::openai-codex::{login,auth}::*",
-        ),
-        ("engine::register_trigger", "another trigger registration"),
-    ] {
-        assert_eq!(out[target][0], "forbidden", "{target}: {out}");
-        assert!(
-            out[target][1].as_str().unwrap_or("").contains(part),
-            "{target}: {out}"
-        );
-    }
-    assert_eq!(out["my-app::greet"][0], FUNCTION_NOT_FOUND, "{out}");
-}
-
-/// The rules hold in a node handler published with register_function, and
-/// in a node run nested inside a python run.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_handlers_and_nested_node_runs_are_bridged_too() {
-    let server = Server::start().await;
-    server.registered("node", "app::probe",
-        "export async function handler() {\n  try { await iii.trigger({ function_id: 'state::claim-namespace', payload: {} }); return null; }\n  catch (e) { return e.code; }\n}\n",
-    )
-    .await;
-    assert_eq!(server.call("app::probe", json!({})).await.ok(), "forbidden");
-    let nested = "try { await iii.trigger({ function_id: 'harness::state::get', payload: {} }); return null } catch (e) { return e.code }";
-    let code = format!(
-        "inner = iii.trigger({{'function_id': 'code-runner::run', 'payload': {{'lang': 'node', 'code': {nested:?}}}}})\nresult = inner['result']\n"
-    );
-    assert_eq!(server.run(&code).await.ok()["result"], "forbidden");
 }
 
 /// `iii.registerFunction` from a kept node runtime publishes a function:
@@ -188,7 +78,7 @@ return { answer, refused };
     server
         .call("tools::fail", json!({}))
         .await
-        .assert_error(crate::helpers::HANDLER_ERROR, "TypeError: tool broke");
+        .assert_error(HANDLER_ERROR, "TypeError: tool broke");
 
     let torn = server.teardown(&id).await;
     assert_eq!(
@@ -238,7 +128,7 @@ async fn registrations_end_with_the_run_or_the_namespace_teardown() {
     server
         .call(TEARDOWN, json!({"namespace": "tools"}))
         .await
-        .assert_error(crate::helpers::INVALID_REQUEST, "runtime_id");
+        .assert_error(INVALID_REQUEST, "runtime_id");
     let torn = server.call(TEARDOWN, json!({"runtime_id": id})).await;
     assert_eq!(
         torn.ok(),
@@ -247,7 +137,7 @@ async fn registrations_end_with_the_run_or_the_namespace_teardown() {
     server
         .run_on(&id, "return 1")
         .await
-        .assert_error(crate::helpers::EXPIRED, "torn down");
+        .assert_error(EXPIRED, "torn down");
 }
 
 /// A runtime whose isolate a heap kill replaced keeps serving with fresh
@@ -272,7 +162,7 @@ async fn a_heap_kill_unregisters_what_the_lost_isolate_registered() {
     server
         .run_on(&id, bomb)
         .await
-        .assert_error(crate::helpers::RESOURCE_EXHAUSTED, "heap limit 48 MiB");
+        .assert_error(RESOURCE_EXHAUSTED, "heap limit 48 MiB");
     server
         .call("tools::x", json!({}))
         .await
@@ -305,7 +195,7 @@ async fn a_heap_kill_unregisters_what_the_lost_isolate_registered() {
     server
         .call("ns::main", json!({"bomb": true}))
         .await
-        .assert_error(crate::helpers::RESOURCE_EXHAUSTED, "heap limit 48 MiB");
+        .assert_error(RESOURCE_EXHAUSTED, "heap limit 48 MiB");
     server
         .call("ns::extra", json!({}))
         .await

@@ -44,6 +44,32 @@ function postJson(url, body) {
 import { Agent } from "node:http";
 const agent = new Agent({ keepAlive: true, maxSockets: 1 });
 
+/** A raw `tools/call` over /mcp in an initialized session (node's http, no SDK): the server's share. */
+async function rawMcpCall(url) {
+  const { hostname, port } = new URL(url);
+  let session;
+  const post = (body) =>
+    new Promise((resolve, reject) => {
+      const headers = { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" };
+      if (session) headers["mcp-session-id"] = session;
+      const req = request({ hostname, port, path: "/mcp", method: "POST", agent, headers }, (res) => {
+        session ??= res.headers["mcp-session-id"];
+        let data = "";
+        res.on("data", (c) => (data += c));
+        res.on("end", () => resolve(data));
+      });
+      req.on("error", reject);
+      req.end(JSON.stringify(body));
+    });
+  await post({ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "m", version: "1" } } });
+  await post({ jsonrpc: "2.0", method: "notifications/initialized" });
+  let id = 1;
+  return async () => {
+    const answer = await post({ jsonrpc: "2.0", id: id++, method: "tools/call", params: { name: "run", arguments: RUN } });
+    if (!answer.includes('"result"')) throw new Error(answer);
+  };
+}
+
 /** ms from a print to its SSE event: the guest prints its own clock (Date.now()). */
 function sseLatency(url) {
   const { hostname, port } = new URL(url);
@@ -79,6 +105,7 @@ const mcpHttp = await connect("http");
 const overMcpHttp = await timed(N, () => call(mcpHttp.client, "run", RUN));
 const mcpStdio = await connect("stdio");
 const overMcpStdio = await timed(N, () => call(mcpStdio.client, "run", RUN));
+const rawMcp = await timed(N, await rawMcpCall(url));
 const sse = await sseLatency(url);
 const progressLags = [];
 await call(mcpStdio.client, "run", { lang: "node", code: "for (let i = 0; i < 20; i++) { console.log(String(Date.now())); await new Promise((r) => setTimeout(r, 120)); } return 1", timeout_ms: 30000 }, {
@@ -87,7 +114,7 @@ await call(mcpStdio.client, "run", { lang: "node", code: "for (let i = 0; i < 20
   },
   timeout: 60000,
 });
-console.log(JSON.stringify({ runs: N, http_ms: http, mcp_http_ms: overMcpHttp, mcp_stdio_ms: overMcpStdio, print_to_sse_event_ms: sse, print_to_mcp_progress_ms: quantiles(progressLags) }, null, 1));
+console.log(JSON.stringify({ runs: N, http_ms: http, mcp_http_raw_client_ms: rawMcp, mcp_http_ms: overMcpHttp, mcp_stdio_ms: overMcpStdio, print_to_sse_event_ms: sse, print_to_mcp_progress_ms: quantiles(progressLags) }, null, 1));
 await mcpStdio.close();
 await mcpHttp.close();
 server.kill("SIGTERM");

@@ -4,12 +4,13 @@
 //! drawn apart from its `runtime_id`), the same in every turn, reserved
 //! for it while it lives and free when it ends; guest code written for the
 //! seed (`iii.registerFunction(iii.namespace + "::ping", …)`) works in it.
-//! Before, a plain runtime's `iii.namespace` was `null` / `None`.
+//! Before, a plain runtime's `iii.namespace` was `null` / `None`. Both
+//! languages throughout, but for node's `iii.registerFunction`.
 
 use serde_json::{Value, json};
 
-use crate::helpers::REGISTER;
-use crate::helpers::{FUNCTION_NOT_FOUND, INVALID_REQUEST, RUN, Server, TEARDOWN};
+use crate::helpers::lang::{LANGS, returning};
+use crate::helpers::{FUNCTION_NOT_FOUND, INVALID_REQUEST, REGISTER, RUN, Server, TEARDOWN};
 
 /// A guest run's budget: room for a loaded machine.
 const LONG_MS: u64 = 60_000;
@@ -73,11 +74,24 @@ async fn turn(server: &Server, id: &str, code: &str) -> Value {
 
 /// A host `register_function` of a python handler answering `word`.
 async fn host_register(server: &Server, id: &str, word: &str) -> crate::helpers::Answer {
+    host_register_in(server, "python", id, word).await
+}
+
+/// A host `register_function` of a `lang` handler answering `word`.
+async fn host_register_in(
+    server: &Server,
+    lang: &str,
+    id: &str,
+    word: &str,
+) -> crate::helpers::Answer {
+    let source = match lang {
+        "python" => format!("def handler(p):\n    return {word:?}\n"),
+        _ => format!("export function handler() {{ return {word:?}; }}\n"),
+    };
     server
         .call(
             REGISTER,
-            json!({"function_id": id, "lang": "python",
-                   "source": format!("def handler(p):\n    return {word:?}\n")}),
+            json!({"function_id": id, "lang": lang, "source": source}),
         )
         .await
 }
@@ -90,6 +104,24 @@ fn python_registers(ns: Option<&str>, name: &str, word: &str) -> String {
     format!(
         "try:\n    iii.trigger({{'function_id': 'code-runner::register_function', 'payload': {{'function_id': {ns} + '::{name}', 'lang': 'python', 'source': 'def handler(p):\\n    return {word:?}\\n'}}}})\n    result = 'ok'\nexcept IIIError as e:\n    result = [e.code, e.message]\n"
     )
+}
+
+/// The same in node (a node handler through `register_function`, not
+/// `iii.registerFunction`).
+fn node_registers(ns: Option<&str>, name: &str, word: &str) -> String {
+    let ns = ns.map_or_else(|| "iii.namespace".to_string(), |ns| format!("{ns:?}"));
+    let source = format!("export function handler() {{ return {word:?}; }}");
+    format!(
+        "try {{ await iii.trigger({{ function_id: 'code-runner::register_function', payload: {{ function_id: {ns} + '::{name}', lang: 'node', source: {source:?} }} }}); return 'ok'; }}\ncatch (e) {{ return [e.code, e.message]; }}"
+    )
+}
+
+/// `lang` guest code registering through `register_function`.
+fn registers(lang: &str, ns: Option<&str>, name: &str, word: &str) -> String {
+    match lang {
+        "python" => python_registers(ns, name, word),
+        _ => node_registers(ns, name, word),
+    }
 }
 
 #[track_caller]
@@ -162,7 +194,9 @@ async fn every_plain_runtime_has_a_namespace_string_of_its_own() {
     assert_eq!(distinct.len(), seen.len(), "{seen:?}");
 }
 
-/// Node registers `iii.namespace + "::ping"`: a one-shot run's is published
+/// Node registers `iii.namespace + "::ping"` with `iii.registerFunction`
+/// (python has no registrar: its way in is the test after next): a one-shot
+/// run's is published
 /// and callable (by a nested python run) while it runs and gone after; a
 /// kept runtime's is callable until the runtime is torn down. The name is
 /// free again once its runtime has ended.
@@ -281,7 +315,8 @@ return out;
 
 /// Python's `iii.namespace` is a `str` too, and python, having no
 /// registrar, uses it with `code-runner::register_function` through
-/// `iii.trigger`: guest code of the runtime's own lineage may register
+/// `iii.trigger`, as node guest code may: guest code of the runtime's own
+/// lineage may register
 /// there (a namespace runtime it creates, which then follows the rules of
 /// namespaces guest code registers: it outlives the run); another run's
 /// guest code and a host call may not while the runtime lives. After the
@@ -289,89 +324,97 @@ return out;
 /// belongs to the lineage that created it (a host call, the operator, may
 /// write it; another guest may not).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_registers_into_its_namespace_through_register_function() {
+async fn guest_code_registers_into_its_namespace_through_register_function() {
     let server = Server::start().await;
-    let kept = run(&server, "python", "result = iii.namespace", true).await;
-    let id = kept["runtime_id"].as_str().expect("runtime_id").to_string();
-    let ns = own_namespace(&kept["result"]);
-    let ping = format!("{ns}::ping");
+    for lang in LANGS {
+        let kept = run(&server, lang, &returning(lang, "iii.namespace"), true).await;
+        let id = kept["runtime_id"].as_str().expect("runtime_id").to_string();
+        let ns = own_namespace(&kept["result"]);
+        let ping = format!("{ns}::ping");
 
-    assert_eq!(
-        turn(&server, &id, &python_registers(None, "ping", "pong")).await,
-        "ok"
-    );
-    assert_eq!(server.call(&ping, json!({})).await.ok(), "pong");
-    // The runtime's own lineage may redeploy; others may not.
-    assert_eq!(
-        turn(&server, &id, &python_registers(None, "ping", "pong 2")).await,
-        "ok"
-    );
-    let body = run(
-        &server,
-        "python",
-        &python_registers(Some(&ns), "ping", "stolen"),
-        false,
-    )
-    .await;
-    assert_refused(&body["result"], &ns);
-    host_register(&server, &ping, "operator")
-        .await
-        .assert_error(INVALID_REQUEST, "reserved");
-    assert_eq!(server.call(&ping, json!({})).await.ok(), "pong 2");
+        assert_eq!(
+            turn(&server, &id, &registers(lang, None, "ping", "pong")).await,
+            "ok"
+        );
+        assert_eq!(server.call(&ping, json!({})).await.ok(), "pong");
+        // The runtime's own lineage may redeploy; others may not.
+        assert_eq!(
+            turn(&server, &id, &registers(lang, None, "ping", "pong 2")).await,
+            "ok"
+        );
+        let body = run(
+            &server,
+            lang,
+            &registers(lang, Some(&ns), "ping", "stolen"),
+            false,
+        )
+        .await;
+        assert_refused(&body["result"], &ns);
+        host_register_in(&server, lang, &ping, "operator")
+            .await
+            .assert_error(INVALID_REQUEST, "reserved");
+        assert_eq!(server.call(&ping, json!({})).await.ok(), "pong 2");
 
-    let torn = server.teardown(&id).await;
-    assert_eq!(torn.ok()["unregistered"], json!([]), "{}", torn.body);
-    assert_eq!(server.call(&ping, json!({})).await.ok(), "pong 2");
-    let body = run(
-        &server,
-        "python",
-        &python_registers(Some(&ns), "ping", "stolen"),
-        false,
-    )
-    .await;
-    assert_eq!(body["result"][0], INVALID_REQUEST, "{body}");
-    assert!(
-        body["result"][1]
-            .as_str()
-            .unwrap_or("")
-            .contains("belongs to the run"),
-        "{body}"
-    );
-    host_register(&server, &ping, "operator").await.ok();
-    assert_eq!(server.call(&ping, json!({})).await.ok(), "operator");
-    server.call(TEARDOWN, json!({"namespace": ns})).await.ok();
+        let torn = server.teardown(&id).await;
+        assert_eq!(torn.ok()["unregistered"], json!([]), "{}", torn.body);
+        assert_eq!(server.call(&ping, json!({})).await.ok(), "pong 2");
+        let body = run(
+            &server,
+            lang,
+            &registers(lang, Some(&ns), "ping", "stolen"),
+            false,
+        )
+        .await;
+        assert_eq!(body["result"][0], INVALID_REQUEST, "{body}");
+        assert!(
+            body["result"][1]
+                .as_str()
+                .unwrap_or("")
+                .contains("belongs to the run"),
+            "{body}"
+        );
+        host_register_in(&server, lang, &ping, "operator")
+            .await
+            .ok();
+        assert_eq!(server.call(&ping, json!({})).await.ok(), "operator");
+        server.call(TEARDOWN, json!({"namespace": ns})).await.ok();
+    }
 }
 
 /// A kept runtime the idle sweep reaps releases its namespace with it:
-/// what it registered there goes, and the name is free again.
+/// what it registered there goes (node's `iii.registerFunction`; python
+/// has no registrar), and the name is free again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reaped_runtime_releases_its_namespace() {
-    let server = Server::with_config("idle_ttl_secs: 1").await;
-    let kept = run(
-        &server,
-        "node",
-        "await iii.registerFunction(iii.namespace + '::ping', () => 'pong'); return iii.namespace",
-        true,
-    )
-    .await;
-    let ns = own_namespace(&kept["result"]);
-    let (ping, other) = (format!("{ns}::ping"), format!("{ns}::other"));
-    host_register(&server, &other, "operator")
-        .await
-        .assert_error(INVALID_REQUEST, "reserved");
-    // Calls of its function would keep it busy: watch the worker's health instead.
-    let started = std::time::Instant::now();
-    while server.get("/healthz").await.ok()["runtimes"]["kept"] != 0 {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(15),
-            "not reaped"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    for lang in LANGS {
+        // One kept runtime per server, so the sweep reaps just it.
+        let server = Server::with_config("idle_ttl_secs: 1").await;
+        let code = match lang {
+            "python" => "result = iii.namespace",
+            _ => {
+                "await iii.registerFunction(iii.namespace + '::ping', () => 'pong'); return iii.namespace"
+            }
+        };
+        let kept = run(&server, lang, code, true).await;
+        let ns = own_namespace(&kept["result"]);
+        let (ping, other) = (format!("{ns}::ping"), format!("{ns}::other"));
+        host_register(&server, &other, "operator")
+            .await
+            .assert_error(INVALID_REQUEST, "reserved");
+        // Calls of its function would keep it busy: watch the worker's health instead.
+        let started = std::time::Instant::now();
+        while server.get("/healthz").await.ok()["runtimes"]["kept"] != 0 {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(15),
+                "{lang}: not reaped"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        server
+            .call(&ping, json!({}))
+            .await
+            .assert_error(FUNCTION_NOT_FOUND, &ping);
+        host_register(&server, &other, "operator").await.ok();
+        assert_eq!(server.call(&other, json!({})).await.ok(), "operator");
     }
-    server
-        .call(&ping, json!({}))
-        .await
-        .assert_error(FUNCTION_NOT_FOUND, &ping);
-    host_register(&server, &other, "operator").await.ok();
-    assert_eq!(server.call(&other, json!({})).await.ok(), "operator");
 }

@@ -5,14 +5,13 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::{INVALID_REQUEST, RUN, Server, TEARDOWN};
-
-use crate::helpers::REGISTER;
+use crate::helpers::lang::{LANGS, pick};
+use crate::helpers::{INVALID_REQUEST, REGISTER, RUN, Server, TEARDOWN};
 
 /// A guest run's budget: room for a loaded machine.
 const LONG_MS: u64 = 60_000;
 
-/// A python run of `code` on the kept runtime `id`, with [`LONG_MS`].
+/// A run of `code` on the kept runtime `id`, with [`LONG_MS`].
 async fn long_on(server: &Server, id: &str, code: &str) -> crate::helpers::Answer {
     server
         .call(
@@ -22,12 +21,18 @@ async fn long_on(server: &Server, id: &str, code: &str) -> crate::helpers::Answe
         .await
 }
 
-/// Python guest code that tries each `(function_id, payload)` of `calls`
+/// `lang` guest code that tries each `(function_id, payload)` of `calls`
 /// through `iii.trigger` and returns, per call, `"ok"` or `[code, message]`.
-fn attempts(calls: &Value) -> String {
-    format!(
-        "import json\nout = []\nfor fid, payload in json.loads({calls:?}):\n    try:\n        iii.trigger({{'function_id': fid, 'payload': payload}})\n        out.append('ok')\n    except IIIError as e:\n        out.append([e.code, e.message])\nresult = out",
-        calls = calls.to_string()
+fn attempts(lang: &str, calls: &Value) -> String {
+    pick(
+        lang,
+        format!(
+            "import json\nout = []\nfor fid, payload in json.loads({calls:?}):\n    try:\n        iii.trigger({{'function_id': fid, 'payload': payload}})\n        out.append('ok')\n    except IIIError as e:\n        out.append([e.code, e.message])\nresult = out",
+            calls = calls.to_string()
+        ),
+        format!(
+            "const out = [];\nfor (const [fid, payload] of {calls}) {{\n  try {{ await iii.trigger({{ function_id: fid, payload }}); out.push('ok'); }}\n  catch (e) {{ out.push([e.code, e.message]); }}\n}}\nreturn out;"
+        ),
     )
 }
 
@@ -55,52 +60,57 @@ fn assert_refused(outcome: &Value, part: &str) {
 /// runtime; so may a host call (the operator).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guest_cannot_take_over_another_runs_namespace() {
-    let server = Server::start().await;
-    let victim = server.keep("pass").await;
-    let create = attempts(&json!([register_call("victim::greet", "victim")]));
-    assert_eq!(
-        long_on(&server, &victim, &create).await.ok()["result"],
-        json!(["ok"])
-    );
-    assert_eq!(server.call("victim::greet", json!({})).await.ok(), "victim");
+    for lang in LANGS {
+        let server = Server::start().await;
+        let victim = server.keep_in(lang, pick(lang, "pass", "")).await;
+        let create = attempts(lang, &json!([register_call("victim::greet", "victim")]));
+        assert_eq!(
+            long_on(&server, &victim, &create).await.ok()["result"],
+            json!(["ok"])
+        );
+        assert_eq!(server.call("victim::greet", json!({})).await.ok(), "victim");
 
-    let attack = attempts(&json!([
-        register_call("victim::greet", "attacker"),
-        register_call("victim::spy", "spy"),
-        [TEARDOWN, {"namespace": "victim"}],
-    ]));
-    let body = server
-        .run_with(&attack, json!({"timeout_ms": LONG_MS}))
-        .await;
-    let outcomes = body.ok()["result"].as_array().unwrap().clone();
-    assert_eq!(outcomes.len(), 3, "{}", body.body);
-    assert_refused(&outcomes[0], "may not register into namespace victim::");
-    assert_refused(&outcomes[0], "belongs to the run whose code created it");
-    assert_refused(&outcomes[1], "may not register into namespace victim::");
-    assert_refused(&outcomes[2], "may not tear down namespace victim::");
-    assert_eq!(server.call("victim::greet", json!({})).await.ok(), "victim");
-    crate::helpers::Answer::assert_error(
-        &server.call("victim::spy", json!({})).await,
-        "function_not_found",
-        "victim::spy",
-    );
+        let attack = attempts(
+            lang,
+            &json!([
+                register_call("victim::greet", "attacker"),
+                register_call("victim::spy", "spy"),
+                [TEARDOWN, {"namespace": "victim"}],
+            ]),
+        );
+        let body = server
+            .run_in_with(lang, &attack, json!({"timeout_ms": LONG_MS}))
+            .await;
+        let outcomes = body.ok()["result"].as_array().unwrap().clone();
+        assert_eq!(outcomes.len(), 3, "{lang}: {}", body.body);
+        assert_refused(&outcomes[0], "may not register into namespace victim::");
+        assert_refused(&outcomes[0], "belongs to the run whose code created it");
+        assert_refused(&outcomes[1], "may not register into namespace victim::");
+        assert_refused(&outcomes[2], "may not tear down namespace victim::");
+        assert_eq!(server.call("victim::greet", json!({})).await.ok(), "victim");
+        crate::helpers::Answer::assert_error(
+            &server.call("victim::spy", json!({})).await,
+            "function_not_found",
+            "victim::spy",
+        );
 
-    let redeploy = attempts(&json!([register_call("victim::greet", "victim 2")]));
-    assert_eq!(
-        long_on(&server, &victim, &redeploy).await.ok()["result"],
-        json!(["ok"])
-    );
-    assert_eq!(
-        server.call("victim::greet", json!({})).await.ok(),
-        "victim 2"
-    );
-    server
-        .registered("python", "victim::greet", &answering("operator"))
-        .await;
-    assert_eq!(
-        server.call("victim::greet", json!({})).await.ok(),
-        "operator"
-    );
+        let redeploy = attempts(lang, &json!([register_call("victim::greet", "victim 2")]));
+        assert_eq!(
+            long_on(&server, &victim, &redeploy).await.ok()["result"],
+            json!(["ok"])
+        );
+        assert_eq!(
+            server.call("victim::greet", json!({})).await.ok(),
+            "victim 2"
+        );
+        server
+            .registered("python", "victim::greet", &answering("operator"))
+            .await;
+        assert_eq!(
+            server.call("victim::greet", json!({})).await.ok(),
+            "operator"
+        );
+    }
 }
 
 /// Item 6, the operator's side: a namespace a host call created is closed
@@ -112,17 +122,23 @@ async fn a_host_namespace_is_the_operators_until_opened() {
     server
         .registered("python", "ops::status", &answering("green"))
         .await;
-    let attack = attempts(&json!([
+    let calls = json!([
         register_call("ops::status", "red"),
         [TEARDOWN, {"namespace": "ops"}],
-    ]));
-    let body = server
-        .run_with(&attack, json!({"timeout_ms": LONG_MS}))
-        .await;
-    let outcomes = body.ok()["result"].clone();
-    assert_refused(&outcomes[0], "a host call created it");
-    assert_refused(&outcomes[0], "guest_writable_namespaces");
-    assert_refused(&outcomes[1], "may not tear down namespace ops::");
+    ]);
+    for lang in LANGS {
+        let body = server
+            .run_in_with(
+                lang,
+                &attempts(lang, &calls),
+                json!({"timeout_ms": LONG_MS}),
+            )
+            .await;
+        let outcomes = body.ok()["result"].clone();
+        assert_refused(&outcomes[0], "a host call created it");
+        assert_refused(&outcomes[0], "guest_writable_namespaces");
+        assert_refused(&outcomes[1], "may not tear down namespace ops::");
+    }
     assert_eq!(server.call("ops::status", json!({})).await.ok(), "green");
 
     let set = |value: Value| {
@@ -142,20 +158,33 @@ async fn a_host_namespace_is_the_operators_until_opened() {
     set(json!({"guest_writable_namespaces": ["ops"]}))
         .await
         .ok();
-    let body = server
-        .run_with(&attack, json!({"timeout_ms": LONG_MS}))
-        .await;
-    assert_eq!(body.ok()["result"], json!(["ok", "ok"]), "{}", body.body);
-    crate::helpers::Answer::assert_error(
-        &server.call("ops::status", json!({})).await,
-        "function_not_found",
-        "ops::status",
-    );
+    for lang in LANGS {
+        let body = server
+            .run_in_with(
+                lang,
+                &attempts(lang, &calls),
+                json!({"timeout_ms": LONG_MS}),
+            )
+            .await;
+        assert_eq!(
+            body.ok()["result"],
+            json!(["ok", "ok"]),
+            "{lang}: {}",
+            body.body
+        );
+        crate::helpers::Answer::assert_error(
+            &server.call("ops::status", json!({})).await,
+            "function_not_found",
+            "ops::status",
+        );
+    }
 }
 
 /// Item 7: a kept node runtime claims `tenant-a::` with
 /// `iii.registerFunction`; another run reads the namespace from
-/// `engine::functions::info` and asks `teardown {namespace}`. Before, that
+/// `engine::functions::info` and asks `teardown {namespace}` (guest code of
+/// either language; the kept runtime is node's, python having no
+/// registrar). Before, that
 /// destroyed the kept runtime; now it is refused (and from a host call too:
 /// the runtime's id is the capability), and the runtime keeps serving until
 /// it is torn down by its id.
@@ -183,16 +212,27 @@ try {
 } catch (e) {
   return [e.code, e.message];
 }"#;
-    let body = server
-        .call(
-            RUN,
-            json!({"lang": "node", "code": attack, "timeout_ms": LONG_MS}),
-        )
-        .await;
-    assert_refused(
-        &body.ok()["result"],
-        "tear that runtime down with its runtime_id",
-    );
+    let python = r#"
+info = iii.trigger({"function_id": "engine::functions::info", "payload": {"function_ids": ["tenant-a::greet"]}})
+ns = info["functions"][0]["metadata"]["namespace"]
+try:
+    iii.trigger({"function_id": "code-runner::teardown", "payload": {"namespace": ns}})
+    result = ["torn down", ns]
+except IIIError as e:
+    result = [e.code, e.message]
+"#;
+    for (lang, attack) in [("node", attack), ("python", python)] {
+        let body = server
+            .call(
+                RUN,
+                json!({"lang": lang, "code": attack, "timeout_ms": LONG_MS}),
+            )
+            .await;
+        assert_refused(
+            &body.ok()["result"],
+            "tear that runtime down with its runtime_id",
+        );
+    }
     server
         .call(TEARDOWN, json!({"namespace": "tenant-a"}))
         .await
@@ -206,18 +246,26 @@ try {
 }
 
 /// Item 8: a description is at most 4 KiB, in `register_function` and in
-/// `iii.registerFunction` (before, 12 MB descriptions were kept, 40 of them
+/// `iii.registerFunction` (node's, as the rest of this test: python has no
+/// registrar; before, 12 MB descriptions were kept, 40 of them
 /// +472 MiB); what one runtime's functions declare (descriptions and
 /// formats) is at most 256 KiB together; the listing stays small.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn descriptions_and_what_a_runtime_declares_are_bounded() {
     let server = Server::start().await;
-    let register = json!({"function_id": "big::f", "lang": "python",
-        "source": answering("x"), "description": "d".repeat(4097)});
-    server
-        .call(REGISTER, register)
-        .await
-        .assert_error(INVALID_REQUEST, "description is 4097 bytes; at most 4096");
+    for lang in LANGS {
+        let source = pick(
+            lang,
+            answering("x"),
+            "export function handler() { return 'x'; }\n".to_string(),
+        );
+        let register = json!({"function_id": "big::f", "lang": lang,
+            "source": source, "description": "d".repeat(4097)});
+        server
+            .call(REGISTER, register)
+            .await
+            .assert_error(INVALID_REQUEST, "description is 4097 bytes; at most 4096");
+    }
 
     let code = r#"
 let huge;
@@ -264,18 +312,33 @@ async fn look_alikes_of_reserved_namespaces_are_refused() {
         "engine_::x",
         "iii_queue::x",
     ] {
-        let register = json!({"function_id": id, "lang": "python", "source": answering("x")});
-        server
-            .call(REGISTER, register)
-            .await
-            .assert_error(INVALID_REQUEST, "is reserved");
+        for lang in LANGS {
+            let source = pick(
+                lang,
+                answering("x"),
+                "export function handler() { return 'x'; }\n".to_string(),
+            );
+            let register = json!({"function_id": id, "lang": lang, "source": source});
+            server
+                .call(REGISTER, register)
+                .await
+                .assert_error(INVALID_REQUEST, "is reserved");
+        }
     }
     server
         .registered("python", "code-runners::x", &answering("x"))
         .await;
+    server
+        .registered(
+            "node",
+            "code-runners::y",
+            "export function handler() { return 'y'; }\n",
+        )
+        .await;
 }
 
-/// Item 6 across workers: guest code on worker A registers `far::greet` on
+/// Item 6 across workers, for guest code of either language: guest code on
+/// worker A registers `far::greet` on
 /// worker B (`code-runner@cr-far-b::register_function`, through the real
 /// engine, carrying its lineage); guest code of another run on A cannot
 /// replace it there, while the creating run's kept runtime can.
@@ -290,30 +353,39 @@ fn a_namespace_on_another_worker_belongs_to_its_creator_too() {
             .trigger_when_registered(id, &json!({"lang": "python", "code": "result = 1"}))
             .unwrap_or_else(|e| panic!("{e}\n{}\n{}", a.log(), b.log()));
     }
-    let on_b = |word: &str| {
-        let mut call = register_call("far::greet", word);
+    let on_b = |lang: &str, ns: &str, word: &str| {
+        let mut call = register_call(&format!("{ns}::greet"), word);
         call[0] = json!("code-runner@cr-far-b::register_function");
-        attempts(&json!([call]))
+        attempts(lang, &json!([call]))
     };
     let run_on_a = |payload: Value| {
         engine
             .trigger("code-runner@cr-far-a::run", &payload)
             .unwrap_or_else(|e| panic!("{e}\n{}", a.log()))
     };
-    let created = run_on_a(
-        json!({"lang": "python", "keep": true, "code": on_b("first"), "timeout_ms": LONG_MS}),
-    );
-    assert_eq!(created["result"], json!(["ok"]), "{created}\n{}", b.log());
-    let kept = created["runtime_id"].as_str().unwrap().to_string();
-    let attack =
-        run_on_a(json!({"lang": "python", "code": on_b("attacker"), "timeout_ms": LONG_MS}));
-    assert_refused(
-        &attack["result"][0],
-        "may not register into namespace far::",
-    );
-    let again =
-        run_on_a(json!({"runtime_id": kept, "code": on_b("second"), "timeout_ms": LONG_MS}));
-    assert_eq!(again["result"], json!(["ok"]), "{again}");
-    let answer = engine.trigger("far::greet", &json!({})).unwrap();
-    assert_eq!(answer, "second");
+    for (lang, ns) in [("python", "far"), ("node", "farnode")] {
+        let created = run_on_a(
+            json!({"lang": lang, "keep": true, "code": on_b(lang, ns, "first"), "timeout_ms": LONG_MS}),
+        );
+        assert_eq!(
+            created["result"],
+            json!(["ok"]),
+            "{lang}: {created}\n{}",
+            b.log()
+        );
+        let kept = created["runtime_id"].as_str().unwrap().to_string();
+        let attack = run_on_a(
+            json!({"lang": lang, "code": on_b(lang, ns, "attacker"), "timeout_ms": LONG_MS}),
+        );
+        assert_refused(
+            &attack["result"][0],
+            &format!("may not register into namespace {ns}::"),
+        );
+        let again = run_on_a(
+            json!({"runtime_id": kept, "code": on_b(lang, ns, "second"), "timeout_ms": LONG_MS}),
+        );
+        assert_eq!(again["result"], json!(["ok"]), "{lang}: {again}");
+        let answer = engine.trigger(&format!("{ns}::greet"), &json!({})).unwrap();
+        assert_eq!(answer, "second", "{lang}");
+    }
 }

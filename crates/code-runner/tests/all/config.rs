@@ -1,6 +1,9 @@
-//! Live configuration: `configuration::get`/`set` over HTTP, the reload
-//! tiers (next call versus next start), the file watch, and
-//! `code-runner::on-config-change`.
+//! Configuration: `configuration::get`/`set` over HTTP and from the CLI, the
+//! reload tiers (next call versus next start), the file watch,
+//! `code-runner::on-config-change`, the bounds of what may be configured,
+//! and node's own keys reaching its engine. A cap set live bites in both
+//! languages; the other tests probe with a python run, the language being
+//! incidental to how a value is stored, watched or reloaded.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -20,6 +23,8 @@ const ON_CONFIG_CHANGE: &str = "code-runner::on-config-change";
 const WATCH_DEADLINE: Duration = Duration::from_secs(60);
 /// Prints 1000 characters: over a 100-byte stream cap, under the default one.
 const PRINT_1000: &str = "print('x' * 999)";
+/// The same in node.
+const NODE_PRINT_1000: &str = "console.log('x'.repeat(999))";
 const TRUNCATED: &str = "[…stdout truncated";
 
 fn config_file(data_dir: &Path) -> PathBuf {
@@ -60,8 +65,14 @@ async fn poll(server: &Server, what: &str, limit: Duration, check: impl Fn(&Valu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_cap_set_live_applies_to_the_very_next_run() {
     let server = Server::start().await;
-    let before = server.run(PRINT_1000).await;
-    assert_eq!(before.ok()["stdout"].as_str().unwrap().len(), 1000);
+    for (lang, code) in [("python", PRINT_1000), ("node", NODE_PRINT_1000)] {
+        let before = server.run_in(lang, code).await;
+        assert_eq!(
+            before.ok()["stdout"].as_str().unwrap().len(),
+            1000,
+            "{lang}"
+        );
+    }
 
     let answer = set_keys(&server, json!({"max_stream_bytes": 100})).await;
     let body = answer.ok();
@@ -70,10 +81,12 @@ async fn a_stream_cap_set_live_applies_to_the_very_next_run() {
     assert_eq!(body["applied"], json!(["max_stream_bytes"]));
     assert_eq!(body["pending_restart"], json!([]));
 
-    let after = server.run(PRINT_1000).await;
-    let stdout = after.ok()["stdout"].as_str().unwrap();
-    assert!(stdout.contains(TRUNCATED), "{stdout}");
-    assert!(stdout.len() < 1000, "{stdout}");
+    for (lang, code) in [("python", PRINT_1000), ("node", NODE_PRINT_1000)] {
+        let after = server.run_in(lang, code).await;
+        let stdout = after.ok()["stdout"].as_str().unwrap();
+        assert!(stdout.contains(TRUNCATED), "{lang}: {stdout}");
+        assert!(stdout.len() < 1000, "{lang}: {stdout}");
+    }
     let text = std::fs::read_to_string(config_file(&server.data_dir)).unwrap();
     assert!(text.contains("max_stream_bytes: 100"), "{text}");
 }

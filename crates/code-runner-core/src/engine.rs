@@ -294,6 +294,25 @@ pub enum TurnEnding {
     Faulted(Fault),
 }
 
+/// What one turn cost, measured by the engine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TurnUsage {
+    /// CPU time the runtime's thread spent on the turn, in nanoseconds.
+    pub cpu_ns: u64,
+    /// The most memory the sandbox held during the turn, in bytes, as the
+    /// engine counts it (see each engine).
+    pub peak_memory_bytes: u64,
+}
+
+/// CPU time the calling thread has used so far (`CLOCK_THREAD_CPUTIME_ID`).
+pub fn thread_cpu_ns() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    u64::try_from(now.tv_sec)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(now.tv_nsec).unwrap_or(0))
+}
+
 /// Everything a turn produced.
 #[derive(Debug, Clone)]
 pub struct TurnOutcome {
@@ -307,6 +326,8 @@ pub struct TurnOutcome {
     /// capability or permission denial, a read-only mount, the `/work` quota),
     /// as the engine observed it, not as the program reported it.
     pub denied: bool,
+    /// What the turn cost (zero for a turn that never ran).
+    pub usage: TurnUsage,
 }
 
 /// A live runtime: state that persists from one turn to the next.

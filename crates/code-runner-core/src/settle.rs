@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::caps::{self, OutputCaps};
 use crate::engine::{Completion, FailureKind, TurnEnding, TurnOutcome};
 use crate::error::RunnerError;
-use crate::wire::RunResponse;
+use crate::wire::{RunResponse, Usage};
 
 /// What to do with a completion JSON cannot carry, or one that is too large.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +75,11 @@ pub fn settle_response(
     duration_ms: u64,
     runtime_id: Option<String>,
 ) -> Result<RunResponse, RunnerError> {
+    let usage = Usage {
+        cpu_ms: (outcome.usage.cpu_ns / 1_000) as f64 / 1_000.0,
+        peak_memory_bytes: outcome.usage.peak_memory_bytes,
+        wall_ms: duration_ms,
+    };
     let (exit_code, completion) = match outcome.ending {
         TurnEnding::Faulted(fault) => return Err(fault.to_runner_error()),
         TurnEnding::Exited {
@@ -95,6 +100,7 @@ pub fn settle_response(
         duration_ms,
         result,
         runtime_id,
+        usage,
     })
 }
 
@@ -111,6 +117,7 @@ mod tests {
         let mut stdout = StreamBuffer::new(Stream::Stdout, Some(10));
         stdout.push(b"0123456789abcdef");
         TurnOutcome {
+            usage: Default::default(),
             stdout,
             stderr: StreamBuffer::new(Stream::Stderr, Some(10)),
             ending,

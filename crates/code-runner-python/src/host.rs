@@ -56,12 +56,15 @@ pub struct MemoryLimiter {
     pub max_bytes: usize,
     /// Set when a grow past the ceiling was refused during the current turn.
     pub hit: bool,
+    /// Linear memory granted so far, all memories together: the instance's
+    /// high-water mark, since WebAssembly memory never shrinks.
+    pub held: usize,
 }
 
 impl ResourceLimiter for MemoryLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _max: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -69,6 +72,7 @@ impl ResourceLimiter for MemoryLimiter {
             self.hit = true;
             return Ok(false);
         }
+        self.held = self.held.saturating_add(desired.saturating_sub(current));
         Ok(true)
     }
 

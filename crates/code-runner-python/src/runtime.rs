@@ -107,6 +107,7 @@ impl PythonRuntime {
             }
         };
         TurnOutcome {
+            usage: Default::default(),
             stdout: StreamBuffer::new(Stream::Stdout, cap),
             stderr: StreamBuffer::new(Stream::Stderr, cap),
             ending: TurnEnding::Faulted(fault),

@@ -131,6 +131,7 @@ fn instantiate(boot: &Boot) -> Result<Instance, String> {
         limiter: MemoryLimiter {
             max_bytes: (options.memory_mb as usize).saturating_mul(1 << 20),
             hit: false,
+            held: 0,
         },
         streams,
         turn: None,
@@ -189,8 +190,14 @@ fn run_turn(mut instance: Instance, spec: TurnSpec) -> (TurnOutcome, Option<Inst
             bindings: spec.bindings,
         });
     }
+    let cpu_before = code_runner_core::thread_cpu_ns();
     let called = instance.turn.call(&mut instance.store, (frame,));
+    let cpu_ns = code_runner_core::thread_cpu_ns().saturating_sub(cpu_before);
     let host = instance.store.data_mut();
+    let usage = code_runner_core::TurnUsage {
+        cpu_ns,
+        peak_memory_bytes: host.limiter.held as u64,
+    };
     let budget = host.turn.take().map_or(Duration::ZERO, |t| t.budget);
     let streams = std::mem::replace(
         &mut *host.streams.lock().unwrap_or_else(|p| p.into_inner()),
@@ -201,6 +208,7 @@ fn run_turn(mut instance: Instance, spec: TurnSpec) -> (TurnOutcome, Option<Inst
         (guard.denied, guard.quota.hit, guard.quota.describe())
     };
     let outcome = |ending| TurnOutcome {
+        usage,
         stdout: streams.stdout,
         stderr: streams.stderr,
         ending,
@@ -305,6 +313,7 @@ fn shape_of((kind, n): &(String, u64)) -> ResultShape {
 
 fn crashed(cap: Option<usize>, message: String) -> TurnOutcome {
     TurnOutcome {
+        usage: Default::default(),
         stdout: StreamBuffer::new(Stream::Stdout, cap),
         stderr: StreamBuffer::new(Stream::Stderr, cap),
         ending: TurnEnding::Faulted(Fault::Crashed(message)),

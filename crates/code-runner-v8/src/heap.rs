@@ -227,6 +227,54 @@ pub unsafe extern "C" fn near_heap_limit(
         .saturating_add(LARGEST_OBJECT)
 }
 
+/// The most the heap held since the last [`HeapPeak::reset`]: used heap plus
+/// external memory (ArrayBuffers), read just before every collection (where
+/// the heap peaks: it only shrinks in a collection) and when a turn ends.
+/// Turns that share a runtime at once share the figure.
+#[derive(Debug, Default)]
+pub struct HeapPeak(std::cell::Cell<u64>);
+
+impl HeapPeak {
+    /// Starts a new measurement at what the heap holds now.
+    pub fn reset(&self, isolate: &mut v8::Isolate) {
+        self.0.set(held(isolate));
+    }
+
+    /// The peak so far, counting what the heap holds now.
+    pub fn read(&self, isolate: &mut v8::Isolate) -> u64 {
+        self.note(held(isolate));
+        self.0.get()
+    }
+
+    fn note(&self, bytes: u64) {
+        self.0.set(self.0.get().max(bytes));
+    }
+}
+
+/// Used heap plus external memory, now.
+fn held(isolate: &mut v8::Isolate) -> u64 {
+    let stats = isolate.get_heap_statistics();
+    (stats.used_heap_size() as u64).saturating_add(stats.external_memory() as u64)
+}
+
+/// V8's GC prologue callback: notes what the heap holds before it shrinks.
+///
+/// # Safety
+/// `data` is the isolate's `HeapPeak`, alive as long as the isolate; V8
+/// calls this on the isolate's own thread.
+pub unsafe extern "C" fn before_gc(
+    isolate: v8::UnsafeRawIsolatePtr,
+    _type: v8::GCType,
+    _flags: v8::GCCallbackFlags,
+    data: *mut c_void,
+) {
+    // SAFETY: see above.
+    let peak = unsafe { &*data.cast::<HeapPeak>() };
+    // SAFETY: V8 is calling from the live isolate's thread.
+    let mut isolate = unsafe { v8::Isolate::from_raw_isolate_ptr(isolate) };
+    peak.note(held(&mut isolate));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

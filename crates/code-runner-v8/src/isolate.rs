@@ -113,6 +113,9 @@ pub struct Isolate {
     /// The near-heap-limit callback's state: V8 holds a pointer to it, so it
     /// is dropped after `runtime` (fields drop in order).
     _heap_guard: Box<heap::HeapGuard>,
+    /// The heap's peak, noted before every collection (V8 holds a pointer
+    /// to it too, so it is dropped after `runtime`).
+    pub heap_peak: Box<heap::HeapPeak>,
 }
 
 /// Boots an isolate from the snapshot with `limits`, wired to `io` and `watch`.
@@ -153,6 +156,13 @@ pub fn boot(
     runtime
         .v8_isolate()
         .add_near_heap_limit_callback(heap::near_heap_limit, data.cast());
+    let heap_peak = Box::new(heap::HeapPeak::default());
+    let peak: *const heap::HeapPeak = &*heap_peak;
+    runtime.v8_isolate().add_gc_prologue_callback(
+        heap::before_gc,
+        peak.cast_mut().cast(),
+        v8::GCType::kGCTypeAll,
+    );
     runtime.v8_isolate().set_allow_atomics_wait(false);
     let internals = take_internals(&mut runtime, max_source)?;
     Ok(Isolate {
@@ -161,6 +171,7 @@ pub fn boot(
         loader,
         external,
         _heap_guard: heap_guard,
+        heap_peak,
     })
 }
 

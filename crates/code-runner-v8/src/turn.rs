@@ -38,6 +38,8 @@ pub struct Turn {
     pub abort: AbortSignal,
     /// Bytes of JSON payload it carried into the isolate (an `Invoke`).
     pub payload_bytes: usize,
+    /// The isolate thread's CPU time when the turn started.
+    pub cpu_start: u64,
 }
 
 /// What launching a turn's JavaScript gave.

@@ -86,9 +86,22 @@ pub struct RunResponse {
     /// Present when this run addresses a runtime that outlives the call — a `keep: true` run that SUCCEEDED, or a `runtime_id` echoed back. Absent, not null, otherwise: there is nothing to address. Treat a present value as a secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_id: Option<String>,
+    /// What the run cost, as the sandbox measured it.
+    #[serde(default)]
+    pub usage: Usage,
 }
 
-/// The request of `code-runner::teardown`.
+/// What a run cost: measured, never estimated.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "Usage")]
+pub struct Usage {
+    /// CPU milliseconds the runtime's thread spent on this turn (interpreter, compiler and garbage collector; not the worker's own work around it).
+    pub cpu_ms: f64,
+    /// The most memory the sandbox held during the turn, in bytes. Python: the interpreter's linear memory, its high-water mark so far (WebAssembly memory never shrinks). Node: the V8 heap (used) plus external memory (ArrayBuffers), at their peak.
+    pub peak_memory_bytes: u64,
+    /// Wall-clock milliseconds the run took inside the worker (as `duration_ms`).
+    pub wall_ms: u64,
+}
 ///
 /// Exactly one of `runtime_id` or `namespace` must be set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -204,6 +204,7 @@ fn requests_refuse_unknown_fields() {
 #[test]
 fn absent_runtime_id_is_absent_not_null() {
     let response = RunResponse {
+        usage: crate::wire::Usage::default(),
         stdout: String::new(),
         stderr: String::new(),
         exit_code: 0,

@@ -299,3 +299,28 @@ async fn every_instance_reseeds_the_prng() {
     a.close().await;
     b.close().await;
 }
+
+/// A turn's usage is measured: its thread's CPU for a busy loop, and the
+/// interpreter's linear memory, which a 64 MiB allocation raises.
+#[tokio::test(flavor = "multi_thread")]
+async fn usage_is_measured() {
+    let (rt, _dir) = runtime(512).await;
+    let quiet = rt.run(turn("result = 1")).await;
+    assert!(quiet.usage.peak_memory_bytes > 0, "{:?}", quiet.usage);
+    let busy = rt
+        .run(turn(
+            "import time\nend = time.monotonic() + 0.3\nwhile time.monotonic() < end:\n    pass\n\
+             block = bytearray(64 << 20)\nresult = len(block)",
+        ))
+        .await;
+    assert_eq!(value(&busy), json!(64 << 20));
+    assert!(busy.usage.cpu_ns >= 150_000_000, "{:?}", busy.usage);
+    assert!(busy.usage.cpu_ns < 60_000_000_000, "{:?}", busy.usage);
+    assert!(
+        busy.usage.peak_memory_bytes >= quiet.usage.peak_memory_bytes + (64 << 20),
+        "{:?} then {:?}",
+        quiet.usage,
+        busy.usage
+    );
+    rt.close().await;
+}

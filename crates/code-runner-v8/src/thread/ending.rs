@@ -206,7 +206,14 @@ impl Engine {
                 StreamBuffer::new(Stream::Stderr, Some(0)),
             ),
         };
+        let usage = code_runner_core::TurnUsage {
+            cpu_ns: code_runner_core::thread_cpu_ns().saturating_sub(turn.cpu_start),
+            peak_memory_bytes: self.isolate.as_mut().map_or(0, |isolate| {
+                isolate.heap_peak.read(isolate.runtime.v8_isolate())
+            }),
+        };
         let _ = turn.reply.send(TurnOutcome {
+            usage,
             stdout,
             stderr,
             ending,

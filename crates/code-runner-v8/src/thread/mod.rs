@@ -257,7 +257,11 @@ impl Engine {
             budget: spec.timeout,
             abort: spec.abort,
             payload_bytes,
+            cpu_start: code_runner_core::thread_cpu_ns(),
         });
+        if let Some(isolate) = self.isolate.as_mut() {
+            isolate.heap_peak.reset(isolate.runtime.v8_isolate());
+        }
         self.rearm();
         let Some(isolate) = self.isolate.as_mut() else {
             return;
@@ -397,6 +401,7 @@ impl Engine {
 /// An outcome with no output.
 pub fn outcome(cap: Option<usize>, ending: TurnEnding) -> TurnOutcome {
     TurnOutcome {
+        usage: Default::default(),
         stdout: StreamBuffer::new(Stream::Stdout, cap),
         stderr: StreamBuffer::new(Stream::Stderr, cap),
         ending,

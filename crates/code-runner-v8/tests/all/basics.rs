@@ -230,3 +230,28 @@ async fn web_globals_are_present_and_embedder_globals_are_not() {
     );
     rt.close().await;
 }
+
+/// A turn's usage is measured: the isolate thread's CPU for a busy loop, and
+/// the heap's peak, which a large array raises even after it is collected.
+#[tokio::test(flavor = "multi_thread")]
+async fn usage_is_measured() {
+    let (rt, _dir) = runtime().await;
+    let quiet = rt.run(turn("return 1")).await;
+    assert!(quiet.usage.peak_memory_bytes > 0, "{:?}", quiet.usage);
+    let busy = rt
+        .run(turn(
+            "const end = Date.now() + 300; while (Date.now() < end) {}\n\
+             let a = new Array(4_000_000).fill(1.5); const n = a.length; a = null;\n\
+             const b = new Uint8Array(32 << 20); return n + b.length",
+        ))
+        .await;
+    assert_eq!(value(&busy), json!(4_000_000 + (32 << 20)));
+    assert!(busy.usage.cpu_ns >= 150_000_000, "{:?}", busy.usage);
+    assert!(
+        busy.usage.peak_memory_bytes >= 32 << 20,
+        "{:?} then {:?}",
+        quiet.usage,
+        busy.usage
+    );
+    rt.close().await;
+}

@@ -253,6 +253,7 @@ mod tests {
     fn invocations_settle_like_the_contract_says() {
         use code_runner_core::caps::{Stream, StreamBuffer};
         let outcome = |ending| TurnOutcome {
+            usage: Default::default(),
             stdout: StreamBuffer::new(Stream::Stdout, None),
             stderr: StreamBuffer::new(Stream::Stderr, None),
             ending,

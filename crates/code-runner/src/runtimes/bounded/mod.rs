@@ -139,6 +139,7 @@ impl Runtime for Bounded {
 /// An outcome with no output.
 fn outcome(cap: Option<usize>, fault: Fault) -> TurnOutcome {
     TurnOutcome {
+        usage: Default::default(),
         stdout: StreamBuffer::new(Stream::Stdout, cap),
         stderr: StreamBuffer::new(Stream::Stderr, cap),
         ending: TurnEnding::Faulted(fault),

@@ -74,9 +74,12 @@ fn quickstart_timeout_and_memory_bomb_from_the_command_line() {
             String::from_utf8_lossy(&output.stderr)
         );
         let answer = stdout_json(&output);
+        // `duration_ms` and `usage` are measured: present, not predicted.
+        assert!(answer["usage"].is_object(), "{lang}: {answer}");
         assert_eq!(
             answer,
-            json!({"stdout": "hi\n", "stderr": "", "exit_code": 0, "success": true, "duration_ms": answer["duration_ms"], "result": 4}),
+            json!({"stdout": "hi\n", "stderr": "", "exit_code": 0, "success": true,
+                   "duration_ms": answer["duration_ms"], "usage": answer["usage"], "result": 4}),
             "{lang}"
         );
         for (code, timeout, error) in [

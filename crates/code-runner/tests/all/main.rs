@@ -1,23 +1,51 @@
-//! The worker's integration tests: one binary, one module per area.
+//! The worker's integration tests: one binary, one module per feature area.
 //!
 //! Everything goes through real components: a real `Worker` on real
 //! V8 and wasmtime, called over real HTTP on `127.0.0.1:0` (in-process, or the
 //! real `code-runner` binary where a regression could kill the process).
 //! Needs the python snapshot in its cache: `scripts/fetch-python-wasm`.
+//!
+//! Each contract test runs for both languages (a loop over
+//! `helpers::lang::LANGS`, or a `…_in_python` / `…_in_node` pair through one
+//! helper); a test of one language says why in its doc comment.
 
-mod bridge;
-mod cli;
-mod config;
-mod console;
-mod faults;
-mod guidance;
-mod hardening;
-mod helpers;
-mod http;
-mod iii;
-mod keep;
-mod lifetimes;
-mod namespaces;
-mod register;
+// — What a run answers —
+// `code-runner::run` one-shot: the response, results and caps, request limits.
 mod run;
+// Kept runtimes: what persists across turns, teardown, reaping, directories.
+mod keep;
+// The fault matrix: hostile or broken programs and their documented endings.
+mod faults;
+
+// — What bounds a tenant —
+// Runtime slots: `max_runtimes`, the shares of what guest code starts, lines.
 mod slots;
+// What a hostile guest cannot do to the host: memory, descriptors, error text.
+mod hardening;
+// Runs that lose their caller, and the privacy of runtime directories.
+mod lifetimes;
+
+// — Guest code on the bus —
+// The bus bridge rules, and what belongs to the operator.
+mod bridge;
+// `register_function`, namespace teardown, and node's `iii.registerFunction`.
+mod register;
+// A runtime's own namespace, and who may write or tear down a namespace.
+mod namespaces;
+
+// — How the worker is reached and run —
+// Configuration: get/set, reload tiers, the file watch, what may be set.
+mod config;
+// The HTTP edge: routes, who may call, the edge's limits, property tests.
+mod http;
+// The real binary: `call`, `serve`, and what a SIGKILL leaves behind.
+mod cli;
+// On a real iii engine: the link, published functions, restarts, peers.
+mod iii;
+// The console's UI content and the playground.
+mod console;
+// The `pre_generate` guidance hook and how internal functions present.
+mod guidance;
+
+// Shared helpers: ids and codes, `Server`, the binary, the engine, languages.
+mod helpers;

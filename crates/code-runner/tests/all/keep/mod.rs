@@ -1,5 +1,7 @@
-//! Kept runtimes (`keep: true`): ids, what persists across turns, the errors
-//! of a runtime that is gone, teardown, idle reaping and isolation.
+//! Kept runtimes (`keep: true`), in both languages: ids, what persists
+//! across turns (`turns`), and the end of a runtime (`teardown`): the errors
+//! of an id that is gone, idle reaping, isolation, and the runtime
+//! directories runs leave and kept runtimes hold.
 
 mod teardown;
 mod turns;

@@ -95,7 +95,7 @@ return { answer, refused };
 
 /// A one-shot node run's registrations end with the run; a kept one's end
 /// with the runtime, torn down by its id (a teardown by the namespace's name
-/// is refused: the id is the capability, see `tenants.rs`).
+/// is refused: the id is the capability, see `namespaces::tenants`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn registrations_end_with_the_run_or_the_namespace_teardown() {
     let server = Server::start().await;

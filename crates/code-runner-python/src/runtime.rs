@@ -6,8 +6,8 @@
 use std::sync::{Arc, Mutex};
 
 use code_runner_core::{
-    BoxFuture, Fault, Lang, RunnerError, Runtime, RuntimeOptions, TurnEnding, TurnOutcome,
-    TurnSpec,
+    BoxFuture, Fault, Lang, RunnerError, Runtime, RuntimeOptions, TurnEnding, TurnImages,
+    TurnOutcome, TurnSpec,
     caps::{Stream, StreamBuffer},
 };
 
@@ -87,7 +87,7 @@ struct PythonRuntime {
 }
 
 impl PythonRuntime {
-    async fn turn(&self, spec: TurnSpec) -> TurnOutcome {
+    async fn turn(&self, spec: TurnSpec) -> (TurnOutcome, TurnImages) {
         let _serial = self.turn_lock.lock().await;
         let cap = spec.max_stream_bytes;
         let (reply, answer) = tokio::sync::oneshot::channel();
@@ -105,12 +105,13 @@ impl PythonRuntime {
                 Err(_) => Fault::Crashed("the runtime thread ended mid-turn".into()),
             }
         };
-        TurnOutcome {
+        let outcome = TurnOutcome {
             stdout: StreamBuffer::new(Stream::Stdout, cap),
             stderr: StreamBuffer::new(Stream::Stderr, cap),
             ending: TurnEnding::Faulted(fault),
             denied: false,
-        }
+        };
+        (outcome, TurnImages::default())
     }
 
     async fn shutdown(&self) {
@@ -133,6 +134,10 @@ impl Runtime for PythonRuntime {
     }
 
     fn run(&self, turn: TurnSpec) -> BoxFuture<'_, TurnOutcome> {
+        Box::pin(async move { self.turn(turn).await.0 })
+    }
+
+    fn run_with_images(&self, turn: TurnSpec) -> BoxFuture<'_, (TurnOutcome, TurnImages)> {
         Box::pin(self.turn(turn))
     }
 

@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use code_runner_core::caps::{ResultShape, Stream, StreamBuffer};
-use code_runner_core::{Completion, Fault, RuntimeOptions, TurnEnding, TurnOutcome, TurnSpec};
+use code_runner_core::{
+    Completion, Fault, RuntimeOptions, TurnEnding, TurnImages, TurnOutcome, TurnSpec,
+};
 use wasmtime::component::{ResourceTable, TypedFunc};
 use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
@@ -27,7 +29,10 @@ use crate::{Shared, Slot};
 /// A request to the runtime thread.
 pub enum Command {
     /// Run one turn and answer on the oneshot.
-    Turn(TurnSpec, tokio::sync::oneshot::Sender<TurnOutcome>),
+    Turn(
+        TurnSpec,
+        tokio::sync::oneshot::Sender<(TurnOutcome, TurnImages)>,
+    ),
 }
 
 /// State shared between the runtime handle and its thread.
@@ -82,7 +87,10 @@ pub fn thread_main(
     ready: tokio::sync::oneshot::Sender<Result<(), String>>,
 ) {
     match &boot.shared.flavour {
-        crate::Flavour::Lean { .. } => serve(boot, commands, ready, instantiate, run_turn),
+        crate::Flavour::Lean { .. } => serve(boot, commands, ready, instantiate, |i, spec| {
+            let (outcome, survivor) = run_turn(i, spec);
+            (outcome, TurnImages::default(), survivor)
+        }),
         crate::Flavour::Data(_) => serve(
             boot,
             commands,
@@ -99,7 +107,7 @@ fn serve<I>(
     commands: Receiver<Command>,
     ready: tokio::sync::oneshot::Sender<Result<(), String>>,
     instantiate: fn(&Boot) -> Result<I, String>,
-    run: fn(I, TurnSpec) -> (TurnOutcome, Option<I>),
+    run: fn(I, TurnSpec) -> (TurnOutcome, TurnImages, Option<I>),
 ) {
     let mut live = match instantiate(&boot) {
         Ok(instance) => {
@@ -120,14 +128,15 @@ fn serve<I>(
             None => match instantiate(&boot) {
                 Ok(instance) => instance,
                 Err(message) => {
-                    let _ = reply.send(crashed(spec.max_stream_bytes, message));
+                    let crashed = crashed(spec.max_stream_bytes, message);
+                    let _ = reply.send((crashed, TurnImages::default()));
                     continue;
                 }
             },
         };
-        let (outcome, survivor) = run(instance, spec);
+        let (outcome, images, survivor) = run(instance, spec);
         live = survivor;
-        let _ = reply.send(outcome);
+        let _ = reply.send((outcome, images));
     }
     drop(live);
     drop(boot);

@@ -28,8 +28,8 @@ const DOOR_FAULT: i32 = -2;
 pub struct Door {
     /// The task frame, handed out once per turn.
     pub task: Option<String>,
-    /// The turn's end as the runner reported it: head and result text.
-    pub end: Option<(String, Option<String>)>,
+    /// The turn's end as the runner reported it.
+    pub end: Option<End>,
     /// The largest result text this runtime hands over.
     pub max_result: usize,
 }
@@ -128,7 +128,12 @@ fn door(
     };
     let (ptr, len) = (ptr as u32 as usize, len as u32 as usize);
     // Every frame is bounded before a byte of it is copied out.
-    let limit = 2 + protocol::MAX_HEAD + caller.data().door.max_result.max(protocol::MAX_CALL);
+    let limit = 2
+        + protocol::MAX_HEAD
+        + caller.data().door.max_result.max(protocol::MAX_CALL)
+        + MAX_IMAGE_TEXT
+        + 2 * MAX_IMAGES
+        + 32;
     if len == 0 || len > limit {
         let stop = Stop::Protocol(format!("a door frame of {len} bytes"));
         return Err(stop_trap(&mut caller, stop));
@@ -205,8 +210,25 @@ fn write_answer(
     Ok(if ok.is_ok() { DOOR_OK } else { DOOR_FAULT })
 }
 
-/// An end frame: the head, a newline, then `\x01` and the result text, or nothing.
-fn end_frame(bytes: &[u8], max_result: usize) -> Result<(String, Option<String>), String> {
+/// Most images one turn hands over (the runner keeps the same count).
+pub const MAX_IMAGES: usize = 16;
+/// Most base64 bytes of images one turn hands over: the runner's 8 MiB of PNG, encoded.
+pub const MAX_IMAGE_TEXT: usize = 12 << 20;
+
+/// A turn's end, as the runner reported it.
+pub struct End {
+    /// The head's JSON text.
+    pub head: String,
+    /// The result's JSON text, or an [`oversize_marker`].
+    pub body: Option<String>,
+    /// The figures the turn showed, base64 PNG, in order.
+    pub images: code_runner_core::TurnImages,
+}
+
+/// An end frame: the head, a newline, then sections: `\x01` and the result
+/// text, `\x02` and one base64 PNG (each), `\x03` and how many images the
+/// runner omitted. JSON text and base64 hold none of these bytes.
+fn end_frame(bytes: &[u8], max_result: usize) -> Result<End, String> {
     let split = bytes
         .iter()
         .position(|b| *b == b'\n')
@@ -215,21 +237,58 @@ fn end_frame(bytes: &[u8], max_result: usize) -> Result<(String, Option<String>)
         return Err(format!("the turn's head is {split} bytes"));
     }
     let (head, rest) = bytes.split_at(split);
-    let rest = &rest[1..];
     let head = String::from_utf8(head.to_vec()).map_err(|_| "the turn's head is not UTF-8")?;
-    let body = match rest.split_first() {
-        None => None,
-        Some((1, text)) => {
-            // Over the cap: the caller reports its size, never parses it.
-            if text.len() > max_result {
-                Some(oversize_marker(text.len()))
-            } else {
-                Some(String::from_utf8(text.to_vec()).map_err(|_| "the result is not UTF-8")?)
-            }
-        }
-        Some(_) => return Err("the turn's end is malformed".into()),
+    let mut end = End {
+        head,
+        body: None,
+        images: code_runner_core::TurnImages::default(),
     };
-    Ok((head, body))
+    let mut image_bytes = 0usize;
+    let mut rest = &rest[1..];
+    while let Some((&tag, tail)) = rest.split_first() {
+        let len = tail
+            .iter()
+            .position(|b| matches!(b, 1..=3))
+            .unwrap_or(tail.len());
+        let (section, next) = tail.split_at(len);
+        rest = next;
+        match (section, tag) {
+            (text, 1) if end.body.is_none() => {
+                // Over the cap: the caller reports its size, never parses it.
+                end.body = Some(if text.len() > max_result {
+                    oversize_marker(text.len())
+                } else {
+                    String::from_utf8(text.to_vec()).map_err(|_| "the result is not UTF-8")?
+                });
+            }
+            (data, 2) => {
+                let base64 = data
+                    .iter()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
+                image_bytes = image_bytes.saturating_add(data.len());
+                if !base64 || data.is_empty() {
+                    return Err("an image of the turn is not base64".into());
+                }
+                if end.images.images.len() >= MAX_IMAGES || image_bytes > MAX_IMAGE_TEXT {
+                    end.images.omitted = end.images.omitted.saturating_add(1);
+                    continue;
+                }
+                end.images.images.push(code_runner_core::Image {
+                    mime_type: "image/png".into(),
+                    data: String::from_utf8_lossy(data).into_owned(),
+                });
+            }
+            (count, 3) => {
+                let n: usize = std::str::from_utf8(count)
+                    .ok()
+                    .and_then(|n| n.parse().ok())
+                    .ok_or("the turn's omitted-image count is malformed")?;
+                end.images.omitted = end.images.omitted.saturating_add(n);
+            }
+            _ => return Err("the turn's end is malformed".into()),
+        }
+    }
+    Ok(end)
 }
 
 /// A result text the runner sent past the cap: kept as its length only.

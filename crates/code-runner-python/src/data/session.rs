@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use code_runner_core::{Fault, TurnEnding, TurnOutcome, TurnSpec};
+use code_runner_core::{Fault, TurnEnding, TurnImages, TurnOutcome, TurnSpec};
 use wasmtime::{Store, UpdateDeadline};
 
 use super::fs::{FsGuard, Originals};
@@ -100,7 +100,10 @@ pub fn instantiate(boot: &Boot) -> Result<DataInstance, String> {
 }
 
 /// Runs one turn; the instance comes back unless the turn killed it.
-pub fn run_turn(mut live: DataInstance, spec: TurnSpec) -> (TurnOutcome, Option<DataInstance>) {
+pub fn run_turn(
+    mut live: DataInstance,
+    spec: TurnSpec,
+) -> (TurnOutcome, TurnImages, Option<DataInstance>) {
     let max_result = live.max_result;
     let cap = spec.max_stream_bytes;
     {
@@ -152,10 +155,10 @@ pub fn run_turn(mut live: DataInstance, spec: TurnSpec) -> (TurnOutcome, Option<
                 budget,
                 &err,
             );
-            return (outcome(ending), None);
+            return (outcome(ending), TurnImages::default(), None);
         }
     };
-    let Some((head, body)) = end else {
+    let Some(host::End { head, body, images }) = end else {
         // The runner never reported: it was broken by the program, or ran
         // out of memory before it could. Either way the instance goes.
         let ending = if facts.memory_hit {
@@ -165,7 +168,7 @@ pub fn run_turn(mut live: DataInstance, spec: TurnSpec) -> (TurnOutcome, Option<
                 "the runner did not report the turn's end (interpreter status {status})"
             )))
         };
-        return (outcome(ending), None);
+        return (outcome(ending), TurnImages::default(), None);
     };
     let result = body.map(|text| match host::oversize_len(&text) {
         Some(len) => Err(len as u64),
@@ -173,5 +176,5 @@ pub fn run_turn(mut live: DataInstance, spec: TurnSpec) -> (TurnOutcome, Option<
     });
     let (ending, keep) = finish(&head, result, max_result, facts);
     let keep = keep && status < STATUS_QUIT;
-    (outcome(ending), keep.then_some(live))
+    (outcome(ending), images, keep.then_some(live))
 }

@@ -414,3 +414,45 @@ fn a_missing_data_stack_names_the_set_up_command() {
         .to_string();
     assert!(err.contains("scripts/fetch-python-data"), "{err}");
 }
+
+/// `plt.show()` and `display(fig)` hand the figures over as PNG images, in
+/// order, cleared per turn; past the engine's ceiling they are counted.
+#[tokio::test(flavor = "multi_thread")]
+async fn shown_figures_come_back_as_images() {
+    let (rt, _dir) = data_runtime(256).await;
+    let (out, images) = rt
+        .run_with_images(turn(
+            "import matplotlib.pyplot as plt\n\
+             plt.plot([1, 2]); plt.title('one'); plt.show()\n\
+             fig, ax = plt.subplots(); ax.bar([1], [2]); display(fig)\n\
+             display('not a figure')\nresult = len(plt.get_fignums())",
+        ))
+        .await;
+    assert_eq!(
+        value(&out),
+        json!(1),
+        "display leaves the figure open; show closed its own"
+    );
+    assert_eq!(out.stdout.render(), "'not a figure'\n");
+    assert_eq!(images.images.len(), 2);
+    assert_eq!(images.omitted, 0);
+    for image in &images.images {
+        assert_eq!(image.mime_type, "image/png");
+        assert!(image.data.starts_with("iVBORw0KGgo"), "a base64 PNG");
+    }
+    let (_, images) = rt.run_with_images(turn("result = 1")).await;
+    assert!(images.images.is_empty(), "images are the turn's own");
+    let (out, images) = rt
+        .run_with_images(turn(
+            "import matplotlib.pyplot as plt\nfor i in range(20):\n    plt.figure(); plt.plot([i]); plt.show()",
+        ))
+        .await;
+    assert!(
+        matches!(out.ending, TurnEnding::Exited { exit_code: 0, .. }),
+        "{:?}",
+        out.ending
+    );
+    // 21 figures: the 20 new ones and the one `display` left open in the first turn.
+    assert_eq!((images.images.len(), images.omitted), (16, 5));
+    rt.close().await;
+}

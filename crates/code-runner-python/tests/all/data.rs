@@ -14,17 +14,23 @@ use code_runner_python::{EngineLimits, Interpreter, PythonEngine};
 
 use crate::{turn, value};
 
-/// The process-wide data engine: the image made and compiled (or loaded from the cache) once.
+/// The process-wide data engine: the image made and compiled (or loaded from
+/// the cache) once. A failure is kept too, so the tests after the first fail
+/// at once with its message instead of making the image again.
 pub fn data_engine() -> PythonEngine {
-    static ENGINE: OnceLock<PythonEngine> = OnceLock::new();
-    ENGINE
-        .get_or_init(|| {
-            PythonEngine::load_data(&code_runner_python::default_data_dir(), EngineLimits::default())
-                .unwrap_or_else(|err| {
-                    panic!("the python data stack is needed here: {err} (set-up: scripts/fetch-python-data)")
-                })
-        })
-        .clone()
+    static ENGINE: OnceLock<Result<PythonEngine, String>> = OnceLock::new();
+    match ENGINE.get_or_init(|| {
+        PythonEngine::load_data(
+            &code_runner_python::default_data_dir(),
+            EngineLimits::default(),
+        )
+        .map_err(|err| err.to_string())
+    }) {
+        Ok(engine) => engine.clone(),
+        Err(err) => panic!(
+            "the python data stack is needed here: {err} (set-up: scripts/fetch-python-data)"
+        ),
+    }
 }
 
 /// A data-flavour runtime with `memory_mb`, its `/work` a fresh temporary directory.
@@ -454,5 +460,112 @@ async fn shown_figures_come_back_as_images() {
     );
     // 21 figures: the 20 new ones and the one `display` left open in the first turn.
     assert_eq!((images.images.len(), images.omitted), (16, 5));
+    rt.close().await;
+}
+
+/// A binding that never answers ends at the turn's deadline; an abort stops
+/// a busy loop; `os._exit` is an exit code and the next turn runs afresh.
+#[tokio::test(flavor = "multi_thread")]
+async fn stops_reach_the_guest_anywhere() {
+    let (rt, _dir) = data_runtime(128).await;
+    let never = BindingNamespace::new("iii").function("trigger", |_, _| async {
+        std::future::pending::<()>().await;
+        Ok(json!(null))
+    });
+    let mut spec = timed("iii.trigger({})", 1);
+    spec.bindings = Bindings::new(vec![never]).unwrap();
+    let out = rt.run(spec).await;
+    assert!(
+        matches!(out.ending, TurnEnding::Faulted(Fault::Timeout { .. })),
+        "{:?}",
+        out.ending
+    );
+
+    let spec = timed("while True:\n    pass", 60);
+    let abort = spec.abort.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        abort.abort();
+    });
+    let out = rt.run(spec).await;
+    assert!(
+        matches!(out.ending, TurnEnding::Faulted(Fault::Aborted)),
+        "{:?}",
+        out.ending
+    );
+
+    let out = rt.run(turn("import os\nos._exit(3)")).await;
+    assert!(
+        matches!(out.ending, TurnEnding::Exited { exit_code: 3, .. }),
+        "{:?}",
+        out.ending
+    );
+    let out = rt.run(turn("def f():\n    return f()\nf()")).await;
+    match &out.ending {
+        TurnEnding::Exited {
+            exit_code: 1,
+            exception: Some(text),
+            ..
+        } => {
+            assert!(text.contains("RecursionError"), "{text}")
+        }
+        other => panic!("deep recursion is the program's own error: {other:?}"),
+    }
+    assert_eq!(
+        value(&rt.run(turn("result = 'alive'")).await),
+        json!("alive")
+    );
+    rt.close().await;
+}
+
+/// Handlers are defined and invoked on the data flavour as on the lean one.
+#[tokio::test(flavor = "multi_thread")]
+async fn handlers_are_defined_and_invoked() {
+    let (rt, _dir) = data_runtime(128).await;
+    let with_task = |task: code_runner_core::Task| code_runner_core::TurnSpec { task, ..turn("") };
+    let out = rt
+        .run(with_task(code_runner_core::Task::Define {
+            key: "app::mean".into(),
+            source: "import numpy as np\ndef handler(payload):\n    return float(np.mean(payload['xs']))\n".into(),
+        }))
+        .await;
+    assert!(
+        matches!(out.ending, TurnEnding::Exited { exit_code: 0, .. }),
+        "{:?}",
+        out.ending
+    );
+    let out = rt
+        .run(with_task(code_runner_core::Task::Invoke {
+            key: "app::mean".into(),
+            payload: json!({"xs": [1, 2, 3, 6]}),
+        }))
+        .await;
+    assert_eq!(value(&out), json!(3.0));
+    rt.close().await;
+}
+
+/// A read-only `/work` refuses writes, observed as a denial.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_only_work_refuses_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("in.csv"), "a\n1\n2\n").unwrap();
+    let rt = data_engine()
+        .spawn(RuntimeOptions {
+            read_only: true,
+            work_dir: dir.path().to_path_buf(),
+            ..RuntimeOptions::default()
+        })
+        .await
+        .expect("start");
+    let out = rt
+        .run(turn(
+            "import pandas as pd\ntotal = int(pd.read_csv('in.csv')['a'].sum())\n\
+             try:\n    open('out.txt', 'w')\n    wrote = True\nexcept OSError:\n    wrote = False\n\
+             result = [total, wrote]",
+        ))
+        .await;
+    assert_eq!(value(&out), json!([3, false]));
+    assert!(out.denied);
+    assert!(!dir.path().join("out.txt").exists());
     rt.close().await;
 }

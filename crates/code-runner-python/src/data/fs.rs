@@ -312,8 +312,10 @@ pub fn add_shadows(linker: &mut Linker<DataHost>) -> wasmtime::Result<()> {
         "fd_write",
         |mut c: Caller<'_, DataHost>, fd: i32, iovs: i32, n: i32, out: i32| {
             let func = originals(&c)?.fd_write.clone();
-            // stdio is the turn's bounded buffers, not /work (renumbering onto it is refused).
-            let granted = (0..=2).contains(&fd) || {
+            // stdio is the turn's bounded buffers, not /work (renumbering onto it
+            // is refused; a file the guest opened after closing it is its own).
+            let stdio = (0..=2).contains(&fd) && !c.data().fs.held.contains(&fd);
+            let granted = stdio || {
                 let want = requested_bytes(&mut c, iovs, n);
                 reserve_bytes(&mut c, want)?
             };

@@ -569,3 +569,54 @@ async fn a_read_only_work_refuses_writes() {
     assert!(!dir.path().join("out.txt").exists());
     rt.close().await;
 }
+
+/// The pool holds every runtime the engine is sized for, each with its
+/// interpreter, trampolines and GC heap (a C++ exception in kiwisolver is a
+/// wasm exception, whose object lives there); one more is `capacity`, and
+/// closing one frees its slot.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_pool_holds_max_runtimes_data_instances() {
+    let limits = EngineLimits {
+        max_runtimes: 6,
+        ..EngineLimits::default()
+    };
+    let engine = PythonEngine::load_data(&code_runner_python::default_data_dir(), limits)
+        .expect("the data stack (scripts/fetch-python-data)");
+    let mut kept = Vec::new();
+    for _ in 0..6 {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = engine
+            .spawn(RuntimeOptions {
+                work_dir: dir.path().to_path_buf(),
+                ..RuntimeOptions::default()
+            })
+            .await
+            .expect("a slot");
+        let out = rt
+            .run(turn(
+                "import io, kiwisolver, numpy as np, matplotlib.pyplot as plt\n\
+                 try:\n    np.linalg.inv(np.zeros((2, 2)))\nexcept np.linalg.LinAlgError:\n    pass\n\
+                 s = kiwisolver.Solver(); c = kiwisolver.Variable('x') >= 1; s.addConstraint(c)\n\
+                 try:\n    s.addConstraint(c)\nexcept kiwisolver.DuplicateConstraint:\n    pass\n\
+                 plt.plot([1, 2]); plt.savefig(io.BytesIO(), format='png'); result = 1",
+            ))
+            .await;
+        assert_eq!(value(&out), json!(1));
+        kept.push((rt, dir));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let options = RuntimeOptions {
+        work_dir: dir.path().to_path_buf(),
+        ..RuntimeOptions::default()
+    };
+    let refused = engine.spawn(options.clone()).await.err().expect("the seventh is refused");
+    assert_eq!(refused.code, code_runner_core::ErrorCode::Capacity);
+    let (first, _dir) = kept.remove(0);
+    first.close().await;
+    let again = engine.spawn(options).await.expect("a freed slot");
+    assert_eq!(value(&again.run(turn("result = 2")).await), json!(2));
+    again.close().await;
+    for (rt, _dir) in kept {
+        rt.close().await;
+    }
+}

@@ -117,6 +117,39 @@ async fn measure(
     Ok(())
 }
 
+/// One-shots of `program` per second with `clients` running at once.
+async fn throughput(
+    label: &str,
+    engine: &PythonEngine,
+    program: &'static str,
+    clients: usize,
+    runs: usize,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let cpu = cpu_now();
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let engine = engine.clone();
+        tasks.push(tokio::spawn(async move {
+            let dir = tempfile::tempdir()?;
+            for _ in 0..runs / clients {
+                one_shot(&engine, dir.path(), program).await?;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    let done = (runs / clients * clients) as f64;
+    println!(
+        "{label}, {clients:>2} at once: {:.0} runs/s, process CPU {:.2} ms per run",
+        done / started.elapsed().as_secs_f64(),
+        (cpu_now() - cpu).as_secs_f64() * 1e3 / done
+    );
+    Ok(())
+}
+
 /// CPU per turn of `program` on one kept runtime (after its first turn).
 async fn kept_turns(
     label: &str,
@@ -238,7 +271,36 @@ async fn main() -> anyhow::Result<()> {
     measure("data  numpy solve   ", &data, NUMPY, runs).await?;
     measure("data  pandas groupby", &data, PANDAS, runs).await?;
     kept_turns("data  numpy solve   ", &data, NUMPY, runs).await?;
+    for clients in [1, 4, 16] {
+        throughput(
+            "lean  2 + 2 one-shots",
+            &lean,
+            "result = 2 + 2",
+            clients,
+            runs.max(clients),
+        )
+        .await?;
+        throughput(
+            "data  numpy one-shots",
+            &data,
+            NUMPY,
+            clients,
+            runs.max(clients),
+        )
+        .await?;
+    }
     kept_turns("data  pandas groupby", &data, PANDAS, runs).await?;
+    if let Ok(mix) = std::env::var("COMPUTE_MIX") {
+        let program = std::fs::read_to_string(mix)?;
+        println!(
+            "lean  compute mix (ms, in the guest): {}",
+            one_shot(&lean, dir.path(), &program).await?
+        );
+        println!(
+            "data  compute mix (ms, in the guest): {}",
+            one_shot(&data, dir.path(), &program).await?
+        );
+    }
     let imports = "import time\nout = {}\nfor name in ('scipy.stats', 'sklearn.linear_model', 'statsmodels.api', 'matplotlib.pyplot'):\n    t = time.perf_counter(); __import__(name); out[name] = round((time.perf_counter() - t) * 1e3, 1)\nresult = out";
     println!(
         "data  imports not in the image (ms, in the guest): {}",

@@ -609,7 +609,11 @@ async fn the_pool_holds_max_runtimes_data_instances() {
         work_dir: dir.path().to_path_buf(),
         ..RuntimeOptions::default()
     };
-    let refused = engine.spawn(options.clone()).await.err().expect("the seventh is refused");
+    let refused = engine
+        .spawn(options.clone())
+        .await
+        .err()
+        .expect("the seventh is refused");
     assert_eq!(refused.code, code_runner_core::ErrorCode::Capacity);
     let (first, _dir) = kept.remove(0);
     first.close().await;
@@ -619,4 +623,43 @@ async fn the_pool_holds_max_runtimes_data_instances() {
     for (rt, _dir) in kept {
         rt.close().await;
     }
+}
+
+/// The host's descriptors this process holds right now.
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |dir| dir.count())
+}
+
+/// A data runtime holding files open to its budget takes at most that many
+/// of the process's descriptors, and closing it gives every one back. The
+/// count is process-wide, so the test runs alone in a child process.
+#[test]
+fn data_descriptors_are_released_at_close() {
+    crate::in_child("data::child_data_descriptors_are_released_at_close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "run by data_descriptors_are_released_at_close"]
+async fn child_data_descriptors_are_released_at_close() {
+    let (rt, _dir) = data_runtime(128).await;
+    let before = open_fds();
+    let out = rt
+        .run(turn(
+            "open('/work/f', 'w').close()\nheld = []\n\
+             try:\n    for _ in range(5000):\n        held.append(open('/work/f'))\n\
+             except OSError:\n    pass\nresult = len(held)",
+        ))
+        .await;
+    let during = open_fds();
+    assert_eq!(value(&out), json!(512));
+    assert!(
+        during < before + 600,
+        "{before} descriptors before, {during} during"
+    );
+    rt.close().await;
+    let after = open_fds();
+    assert!(
+        after < before + 20,
+        "{before} descriptors before, {after} after close"
+    );
 }

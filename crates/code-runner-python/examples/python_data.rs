@@ -74,16 +74,17 @@ fn minor_faults() -> u64 {
         .unwrap_or(0)
 }
 
-fn private_dirty_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/smaps_rollup")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|l| l.starts_with("Private_Dirty:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(0)
+/// (Rss, Private_Dirty) of this process in KiB.
+fn memory_kib() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
+    let field = |key: &str| {
+        text.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("Rss:"), field("Private_Dirty:"))
 }
 
 async fn measure(
@@ -191,7 +192,7 @@ async fn kept_memory(
     let dirs: Vec<_> = (0..count)
         .map(|_| tempfile::tempdir())
         .collect::<Result<_, _>>()?;
-    let before = private_dirty_kib();
+    let before = memory_kib();
     let mut kept: Vec<Arc<dyn Runtime>> = Vec::new();
     for dir in &dirs {
         let runtime = engine
@@ -204,11 +205,12 @@ async fn kept_memory(
         value_of(&runtime.run(spec(program)).await.ending)?;
         kept.push(runtime);
     }
-    let after = private_dirty_kib();
+    let after = memory_kib();
     println!(
-        "{label}: {count} kept runtimes after `{}`: Private_Dirty +{} KiB per runtime",
+        "{label}: {count} kept runtimes after `{}`: Rss +{} KiB, Private_Dirty +{} KiB per runtime",
         program.replace('\n', "; "),
-        after.saturating_sub(before) / count as u64
+        after.0.saturating_sub(before.0) / count as u64,
+        after.1.saturating_sub(before.1) / count as u64
     );
     for runtime in kept {
         runtime.close().await;

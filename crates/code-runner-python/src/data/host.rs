@@ -308,3 +308,57 @@ fn binding_call(caller: &mut Caller<'_, DataHost>, frame: &str) -> Result<String
 
 /// How often a blocked host call re-checks its stop conditions.
 pub const SLICE: Duration = Duration::from_millis(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sections come apart: the result, images in order, an omitted count.
+    #[test]
+    fn an_end_frame_comes_apart_by_sections() {
+        let end = end_frame(b"{\"exit_code\":0}\n\x01[1,2]\x02iVBO\x02AAAA\x033", 100).unwrap();
+        assert_eq!(end.head, "{\"exit_code\":0}");
+        assert_eq!(end.body.as_deref(), Some("[1,2]"));
+        let data: Vec<_> = end.images.images.iter().map(|i| i.data.as_str()).collect();
+        assert_eq!(data, ["iVBO", "AAAA"]);
+        assert_eq!(end.images.omitted, 3);
+        let bare = end_frame(b"{}\n", 100).unwrap();
+        assert!(bare.body.is_none() && bare.images.images.is_empty());
+    }
+
+    /// A result past the cap is kept as its length; it is never copied into a String.
+    #[test]
+    fn a_result_past_the_cap_is_its_length_only() {
+        let end = end_frame(b"{}\n\x01[1,2,3]", 3).unwrap();
+        assert_eq!(end.body.as_deref().and_then(oversize_len), Some(7));
+    }
+
+    /// Malformed ends are refused: no head, two results, a non-base64 image,
+    /// an unknown section, a bad count.
+    #[test]
+    fn malformed_ends_are_refused() {
+        for frame in [
+            &b"{}"[..],
+            b"{}\n\x01[]\x01[]",
+            b"{}\n\x02not base64!",
+            b"{}\nstray",
+            b"{}\n\x03x",
+        ] {
+            assert!(end_frame(frame, 100).is_err(), "{frame:?}");
+        }
+    }
+
+    /// Past the engine's ceiling images are counted, not kept.
+    #[test]
+    fn images_past_the_ceiling_are_counted() {
+        let mut frame = b"{}\n".to_vec();
+        for _ in 0..MAX_IMAGES + 2 {
+            frame.extend_from_slice(b"\x02QUJD");
+        }
+        let end = end_frame(&frame, 100).unwrap();
+        assert_eq!(
+            (end.images.images.len(), end.images.omitted),
+            (MAX_IMAGES, 2)
+        );
+    }
+}

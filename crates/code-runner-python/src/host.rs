@@ -36,18 +36,30 @@ pub struct MemoryLimiter {
     pub max_bytes: usize,
     /// Set when a grow past the ceiling was refused during the current turn.
     pub hit: bool,
+    /// `Some(bytes)`: the ceiling covers all the store's memories together
+    /// (the data flavour: its interpreter, a trampoline page and the GC heap
+    /// of wasm exceptions), and this is their sum so far. `None`: each memory
+    /// on its own (the lean component's memories).
+    pub total: Option<usize>,
 }
 
 impl ResourceLimiter for MemoryLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _max: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.max_bytes {
+        let after = match self.total {
+            Some(total) => total.saturating_sub(current).saturating_add(desired),
+            None => desired,
+        };
+        if after > self.max_bytes {
             self.hit = true;
             return Ok(false);
+        }
+        if let Some(total) = &mut self.total {
+            *total = after;
         }
         Ok(true)
     }

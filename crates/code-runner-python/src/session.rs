@@ -183,6 +183,7 @@ fn instantiate(boot: &Boot) -> Result<Instance, String> {
         limiter: MemoryLimiter {
             max_bytes: (options.memory_mb as usize).saturating_mul(1 << 20),
             hit: false,
+            total: None,
         },
         streams,
         turn: None,

@@ -87,11 +87,13 @@ pub fn wasi_ctx(
     Ok(builder.build_p1())
 }
 
-/// The options an instance needs from its runtime.
+/// The memory ceiling of an instance: the image's own memory plus
+/// `memory_mb`, over all the store's memories together.
 pub fn memory_limiter(options: &RuntimeOptions, base_bytes: usize) -> MemoryLimiter {
     MemoryLimiter {
         max_bytes: base_bytes.saturating_add((options.memory_mb as usize).saturating_mul(1 << 20)),
         hit: false,
+        total: Some(0),
     }
 }
 

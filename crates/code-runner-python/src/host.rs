@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use code_runner_core::{AbortSignal, BindingCall, BindingError, Bindings};
+use code_runner_core::AbortSignal;
 use wasmtime::component::{Linker, Resource, ResourceTable};
 use wasmtime::{ResourceLimiter, StoreContextMut};
 use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
@@ -22,13 +22,9 @@ use wasmtime_wasi::p2::bindings::clocks::monotonic_clock;
 use wasmtime_wasi::p2::{DynPollable, Pollable, subscribe};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use crate::control::{Link, SLICE, Stop, TurnLimits, run_binding, stop_reason};
 use crate::fs::{GuardedFs, GuardedFsData, SharedGuard};
 use crate::output::SharedStreams;
-use crate::protocol;
-use crate::session::{Link, Stop};
-
-/// How often a blocked host call re-checks its stop conditions.
-const SLICE: Duration = Duration::from_millis(5);
 
 /// Linear-memory ceiling; remembers that the guest asked for more.
 pub struct MemoryLimiter {
@@ -74,18 +70,6 @@ impl ResourceLimiter for MemoryLimiter {
     }
 }
 
-/// The turn in flight, as the host calls see it.
-pub struct TurnLimits {
-    /// When the turn's budget runs out.
-    pub deadline: Instant,
-    /// The budget, for the timeout's message.
-    pub budget: Duration,
-    /// Fires to stop the turn.
-    pub abort: AbortSignal,
-    /// The turn's host functions.
-    pub bindings: Bindings,
-}
-
 /// The store's data: WASI, limits, and what the turn in flight needs.
 pub struct Host {
     pub(crate) wasi: WasiCtx,
@@ -129,73 +113,6 @@ impl Host {
             link: self.link.clone(),
         }
     }
-}
-
-/// Whether a guest must stop now, and why: the runtime is closing, or the
-/// turn in flight was aborted or is past its deadline.
-pub(crate) fn stop_reason(link: &Link, turn: Option<&TurnLimits>) -> Option<Stop> {
-    if link.closing.load(Ordering::SeqCst) {
-        return Some(Stop::Closing);
-    }
-    let turn = turn?;
-    if turn.abort.is_aborted() {
-        return Some(Stop::Aborted);
-    }
-    (Instant::now() >= turn.deadline).then_some(Stop::Timeout)
-}
-
-/// One binding call frame from a runner: the reply frame, or why the guest
-/// must stop. The binding runs on the tokio runtime; the wait checks the
-/// stop conditions every `slice`, so a call that never answers ends on time.
-pub(crate) fn run_binding(
-    link: &Link,
-    turn: Option<&TurnLimits>,
-    runtime: &tokio::runtime::Handle,
-    frame: &str,
-    slice: Duration,
-) -> Result<String, Stop> {
-    let active = turn.ok_or_else(|| Stop::Protocol("binding call outside a turn".into()))?;
-    // Refusals quote what the guest sent: bounded like every error text.
-    let refuse = |message: String| {
-        protocol::reply(Err(BindingError::message(code_runner_core::bound_message(
-            message,
-        ))))
-    };
-    let call = match protocol::parse_call(frame) {
-        Ok(call) => call,
-        Err(message) => return Ok(refuse(message)),
-    };
-    let Some(function) = active.bindings.lookup(&call.ns, &call.member) else {
-        return Ok(refuse(format!(
-            "{} has no function {:?}",
-            call.ns, call.member
-        )));
-    };
-    let future = function(
-        call.args,
-        BindingCall {
-            deadline: active.deadline,
-        },
-    );
-    let (tx, rx) = std::sync::mpsc::channel();
-    runtime.spawn(async move {
-        let _ = tx.send(future.await);
-    });
-    let answer = loop {
-        if let Some(stop) = stop_reason(link, turn) {
-            return Err(stop);
-        }
-        match rx.recv_timeout(slice) {
-            Ok(answer) => break answer,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                break Err(BindingError::message(
-                    "the binding call ended without an answer",
-                ));
-            }
-        }
-    };
-    Ok(protocol::reply(answer))
 }
 
 /// The linker every instance is made from: wasmtime-wasi, then our shadows.

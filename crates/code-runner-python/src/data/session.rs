@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 use code_runner_core::{Fault, TurnEnding, TurnImages, TurnOutcome, TurnSpec};
 use wasmtime::{Store, UpdateDeadline};
 
-use super::fs::{FsGuard, Originals};
 use super::host::{self, DataHost, Door};
 use super::image::{ENTRY, call_turn};
+use super::trampoline::Originals;
+use super::wasi::FsGuard;
 use crate::control::{Boot, TurnLimits};
 use crate::ending::{Facts, death, finish};
 use crate::output::Streams;

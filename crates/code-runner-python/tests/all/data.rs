@@ -663,3 +663,79 @@ async fn child_data_descriptors_are_released_at_close() {
         "{before} descriptors before, {after} after close"
     );
 }
+
+/// A tree nested past PATH_MAX (through directory descriptors) cannot hide
+/// its bytes from the quota: writing at its bottom is refused by 256 MiB.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tree_too_deep_to_walk_does_not_count_as_empty() {
+    let (rt, _dir) = data_runtime(128).await;
+    let out = rt
+        .run(turn(
+            "import errno, os\nfd = os.open('/work', os.O_RDONLY)\n\
+             for _ in range(2100):\n    os.mkdir('d', dir_fd=fd)\n\
+             \x20   inner = os.open('d', os.O_RDONLY, dir_fd=fd)\n    os.close(fd)\n    fd = inner\n\
+             big = os.open('big', os.O_WRONLY | os.O_CREAT, dir_fd=fd)\n\
+             chunk = b'x' * (1 << 20)\nwritten = 0\nrefused = None\n\
+             try:\n    while written < 400 << 20:\n        written += os.write(big, chunk)\n\
+             except OSError as err:\n    refused = err.errno == errno.EDQUOT\n\
+             result = [written >> 20, refused]",
+        ))
+        .await;
+    let answer = value(&out);
+    assert!(answer[0].as_u64().unwrap_or(u64::MAX) <= 256, "{answer}");
+    assert_eq!(answer[1], json!(true), "{answer}");
+    assert!(out.denied);
+    rt.close().await;
+}
+
+/// A program that breaks the runner, or forges a malformed end through the
+/// door, costs its own turn and instance only: the next turn runs afresh.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broken_runner_or_a_forged_end_costs_only_that_instance() {
+    let (rt, _dir) = data_runtime(128).await;
+    assert_eq!(value(&rt.run(turn("x = 1\nresult = x")).await), json!(1));
+    // The runner is gone from the next turn on: that turn is a protocol fault.
+    let out = rt
+        .run(turn("import sys\ndel sys.modules['_code_runner']"))
+        .await;
+    assert!(
+        matches!(out.ending, TurnEnding::Exited { exit_code: 0, .. }),
+        "{:?}",
+        out.ending
+    );
+    let out = rt.run(turn("result = 2")).await;
+    assert!(
+        matches!(out.ending, TurnEnding::Faulted(Fault::Protocol(_))),
+        "{:?}",
+        out.ending
+    );
+    assert_eq!(
+        value(&rt.run(turn("result = [globals().get('x'), 2]")).await),
+        json!([null, 2])
+    );
+    // Forged or malformed door frames: the turn's own protocol fault.
+    for program in [
+        "import _host\n_host.call(b'E' + b'no newline')",
+        "import _host\n_host.call(b'E{}\\n\\x02not base64!')",
+    ] {
+        let out = rt.run(turn(program)).await;
+        assert!(
+            matches!(out.ending, TurnEnding::Faulted(Fault::Protocol(_))),
+            "{program}: {:?}",
+            out.ending
+        );
+        assert_eq!(
+            value(&rt.run(turn("result = 2")).await),
+            json!(2),
+            "{program}"
+        );
+    }
+    // An unknown frame is refused to the program, which may catch it.
+    let out = rt
+        .run(turn(
+            "import _host\ntry:\n    _host.call(b'X')\nexcept OSError:\n    result = 'refused'",
+        ))
+        .await;
+    assert_eq!(value(&out), json!("refused"));
+    rt.close().await;
+}

@@ -330,6 +330,26 @@ pub struct TurnOutcome {
     pub usage: TurnUsage,
 }
 
+/// An image a turn produced, e.g. a matplotlib figure the program showed
+/// (python's data flavour), in the order they were produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    /// Its MIME type (`image/png`).
+    pub mime_type: String,
+    /// Its bytes, base64-encoded (standard alphabet, padded), as the wire carries them.
+    pub data: String,
+}
+
+/// The images of one turn: those the engine hands over, in order, and how
+/// many it dropped past its own ceilings (the caller's caps come on top).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TurnImages {
+    /// The images, in the order the program produced them.
+    pub images: Vec<Image>,
+    /// How many more the program produced than the engine keeps.
+    pub omitted: usize,
+}
+
 /// A live runtime: state that persists from one turn to the next.
 pub trait Runtime: Send + Sync {
     /// The runtime's language.
@@ -338,6 +358,13 @@ pub trait Runtime: Send + Sync {
     /// Runs one turn. Program failures and faults are part of the outcome;
     /// turns on one runtime are serialized by the runtime.
     fn run(&self, turn: TurnSpec) -> BoxFuture<'_, TurnOutcome>;
+
+    /// Runs one turn like [`Runtime::run`] and also answers the images it
+    /// produced, in order, within the engine's own ceilings. The default
+    /// answers none: only engines that make images override it.
+    fn run_with_images(&self, turn: TurnSpec) -> BoxFuture<'_, (TurnOutcome, TurnImages)> {
+        Box::pin(async move { (self.run(turn).await, TurnImages::default()) })
+    }
 
     /// Stops any running turn and frees the runtime; resolves once it is gone.
     fn close(&self) -> BoxFuture<'_, ()>;

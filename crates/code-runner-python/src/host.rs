@@ -11,10 +11,10 @@
 //! - stdout and stderr land in the turn's bounded buffers ([`crate::output`]).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use code_runner_core::{AbortSignal, BindingCall, BindingError, Bindings};
+use code_runner_core::AbortSignal;
 use wasmtime::component::{Linker, Resource, ResourceTable};
 use wasmtime::{ResourceLimiter, StoreContextMut};
 use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
@@ -22,33 +22,9 @@ use wasmtime_wasi::p2::bindings::clocks::monotonic_clock;
 use wasmtime_wasi::p2::{DynPollable, Pollable, subscribe};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use crate::control::{Link, SLICE, Stop, TurnLimits, run_binding, stop_reason};
 use crate::fs::{GuardedFs, GuardedFsData, SharedGuard};
 use crate::output::SharedStreams;
-use crate::protocol;
-
-/// State shared between the runtime handle and its thread: whether the
-/// runtime is closing.
-#[derive(Default)]
-pub struct Link {
-    /// Set by `close`: every wait and the epoch callback stop at once.
-    pub closing: AtomicBool,
-}
-
-/// Why the host stopped the guest.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stop {
-    /// The turn's budget expired.
-    Timeout,
-    /// The turn's abort signal fired.
-    Aborted,
-    /// The runtime is being closed.
-    Closing,
-    /// The runner broke the protocol.
-    Protocol(String),
-}
-
-/// How often a blocked host call re-checks its stop conditions.
-const SLICE: Duration = Duration::from_millis(5);
 
 /// Linear-memory ceiling; remembers that the guest asked for more.
 pub struct MemoryLimiter {
@@ -56,6 +32,11 @@ pub struct MemoryLimiter {
     pub max_bytes: usize,
     /// Set when a grow past the ceiling was refused during the current turn.
     pub hit: bool,
+    /// `Some(bytes)`: the ceiling covers all the store's memories together
+    /// (the data flavour: its interpreter, a trampoline page and the GC heap
+    /// of wasm exceptions), and this is their sum so far. `None`: each memory
+    /// on its own (the lean component's memories).
+    pub total: Option<usize>,
     /// Linear memory granted so far, all memories together: the instance's
     /// high-water mark, since WebAssembly memory never shrinks.
     pub held: usize,
@@ -68,9 +49,16 @@ impl ResourceLimiter for MemoryLimiter {
         desired: usize,
         _max: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.max_bytes {
+        let after = match self.total {
+            Some(total) => total.saturating_sub(current).saturating_add(desired),
+            None => desired,
+        };
+        if after > self.max_bytes {
             self.hit = true;
             return Ok(false);
+        }
+        if let Some(total) = &mut self.total {
+            *total = after;
         }
         self.held = self.held.saturating_add(desired.saturating_sub(current));
         Ok(true)
@@ -84,18 +72,6 @@ impl ResourceLimiter for MemoryLimiter {
     ) -> wasmtime::Result<bool> {
         Ok(desired <= crate::MAX_TABLE_ELEMENTS)
     }
-}
-
-/// The turn in flight, as the host calls see it.
-pub struct TurnLimits {
-    /// When the turn's budget runs out.
-    pub deadline: Instant,
-    /// The budget, for the timeout's message.
-    pub budget: Duration,
-    /// Fires to stop the turn.
-    pub abort: AbortSignal,
-    /// The turn's host functions.
-    pub bindings: Bindings,
 }
 
 /// The store's data: WASI, limits, and what the turn in flight needs.
@@ -125,63 +101,12 @@ impl WasiView for Host {
 impl Host {
     /// Whether the guest must stop now, and why.
     pub fn should_stop(&self) -> Option<Stop> {
-        if self.link.closing.load(Ordering::SeqCst) {
-            return Some(Stop::Closing);
-        }
-        let turn = self.turn.as_ref()?;
-        if turn.abort.is_aborted() {
-            return Some(Stop::Aborted);
-        }
-        (Instant::now() >= turn.deadline).then_some(Stop::Timeout)
+        stop_reason(&self.link, self.turn.as_ref())
     }
 
     /// One binding call from the runner: a reply frame, or why the guest must stop.
     fn binding_call(&mut self, frame: &str) -> Result<String, Stop> {
-        let turn = self
-            .turn
-            .as_ref()
-            .ok_or_else(|| Stop::Protocol("binding call outside a turn".into()))?;
-        // Refusals quote what the guest sent: bounded like every error text.
-        let refuse = |message: String| {
-            protocol::reply(Err(BindingError::message(code_runner_core::bound_message(
-                message,
-            ))))
-        };
-        let call = match protocol::parse_call(frame) {
-            Ok(call) => call,
-            Err(message) => return Ok(refuse(message)),
-        };
-        let Some(function) = turn.bindings.lookup(&call.ns, &call.member) else {
-            return Ok(refuse(format!(
-                "{} has no function {:?}",
-                call.ns, call.member
-            )));
-        };
-        let future = function(
-            call.args,
-            BindingCall {
-                deadline: turn.deadline,
-            },
-        );
-        let (tx, rx) = std::sync::mpsc::channel();
-        self.runtime.spawn(async move {
-            let _ = tx.send(future.await);
-        });
-        let answer = loop {
-            if let Some(stop) = self.should_stop() {
-                return Err(stop);
-            }
-            match rx.recv_timeout(SLICE) {
-                Ok(answer) => break answer,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    break Err(BindingError::message(
-                        "the binding call ended without an answer",
-                    ));
-                }
-            }
-        };
-        Ok(protocol::reply(answer))
+        run_binding(&self.link, self.turn.as_ref(), &self.runtime, frame, SLICE)
     }
 
     /// What a sleep subscribed now must also wake for.

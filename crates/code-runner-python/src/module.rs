@@ -71,11 +71,11 @@ pub fn default_snapshot_dir() -> PathBuf {
 const FETCH_HINT: &str = "run scripts/fetch-python-wasm (it fetches componentize-py from PyPI, \
      checks its hash and builds the snapshot, in about 10 s), or point CODE_RUNNER_PYTHON_DIR at a built one";
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn sha256_file(path: &Path) -> Result<String, PythonError> {
+pub(crate) fn sha256_file(path: &Path) -> Result<String, PythonError> {
     let unreadable = |err: std::io::Error| {
         PythonError::Unavailable(format!("cannot read {}: {err}", path.display()))
     };

@@ -1,18 +1,22 @@
-//! A python runtime: its own OS thread owning one wasmtime `Store` (see
-//! `session`), started by [`PythonEngine::boot`], and [`PythonRuntime`], the
-//! handle the seam holds: turns go to the thread one at a time over a channel;
-//! closing drops the channel and awaits the thread's exit.
+//! A python runtime: its own OS thread owning one wasmtime `Store` (the
+//! lean flavour's `session`, the data flavour's `data::session`), started by
+//! [`PythonEngine::boot`], and [`PythonRuntime`], the handle the seam holds:
+//! turns go to the thread one at a time over a channel; closing drops the
+//! channel and awaits the thread's exit.
 
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 
 use code_runner_core::{
-    BoxFuture, Fault, Lang, RunnerError, Runtime, RuntimeOptions, TurnEnding, TurnOutcome,
-    TurnSpec,
+    BoxFuture, Fault, Lang, RunnerError, Runtime, RuntimeOptions, TurnEnding, TurnImages,
+    TurnOutcome, TurnSpec,
     caps::{Stream, StreamBuffer},
 };
 
-use crate::host::Link;
-use crate::session::{self, Boot, Command};
+use crate::control::{Boot, Command, Link};
+use crate::ending::crashed;
+use crate::session;
 use crate::{PythonEngine, THREAD_STACK_BYTES};
 
 impl PythonEngine {
@@ -54,7 +58,7 @@ impl PythonEngine {
             .name("code-runner-python".into())
             .stack_size(THREAD_STACK_BYTES)
             .spawn(move || {
-                session::thread_main(boot, receiver, ready_tx);
+                thread_main(boot, receiver, ready_tx);
                 let _ = exited_tx.send(());
             })
             .map_err(|err| RunnerError::engine(format!("cannot start a runtime thread: {err}")))?;
@@ -88,7 +92,7 @@ struct PythonRuntime {
 }
 
 impl PythonRuntime {
-    async fn turn(&self, spec: TurnSpec) -> TurnOutcome {
+    async fn turn(&self, spec: TurnSpec) -> (TurnOutcome, TurnImages) {
         let _serial = self.turn_lock.lock().await;
         let cap = spec.max_stream_bytes;
         let (reply, answer) = tokio::sync::oneshot::channel();
@@ -106,13 +110,14 @@ impl PythonRuntime {
                 Err(_) => Fault::Crashed("the runtime thread ended mid-turn".into()),
             }
         };
-        TurnOutcome {
+        let outcome = TurnOutcome {
             usage: Default::default(),
             stdout: StreamBuffer::new(Stream::Stdout, cap),
             stderr: StreamBuffer::new(Stream::Stderr, cap),
             ending: TurnEnding::Faulted(fault),
             denied: false,
-        }
+        };
+        (outcome, TurnImages::default())
     }
 
     async fn shutdown(&self) {
@@ -135,6 +140,10 @@ impl Runtime for PythonRuntime {
     }
 
     fn run(&self, turn: TurnSpec) -> BoxFuture<'_, TurnOutcome> {
+        Box::pin(async move { self.turn(turn).await.0 })
+    }
+
+    fn run_with_images(&self, turn: TurnSpec) -> BoxFuture<'_, (TurnOutcome, TurnImages)> {
         Box::pin(self.turn(turn))
     }
 
@@ -149,4 +158,68 @@ impl Drop for PythonRuntime {
             .closing
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
+}
+
+/// The runtime thread's body: instantiate, serve turns, instantiate again after a death.
+pub fn thread_main(
+    boot: Boot,
+    commands: Receiver<Command>,
+    ready: tokio::sync::oneshot::Sender<Result<(), String>>,
+) {
+    match &boot.shared.flavour {
+        crate::Flavour::Lean { .. } => {
+            serve(boot, commands, ready, session::instantiate, |i, spec| {
+                let (outcome, survivor) = session::run_turn(i, spec);
+                (outcome, TurnImages::default(), survivor)
+            })
+        }
+        crate::Flavour::Data(_) => serve(
+            boot,
+            commands,
+            ready,
+            crate::data::session::instantiate,
+            crate::data::session::run_turn,
+        ),
+    }
+}
+
+/// Serves turns with one flavour's `instantiate` and `run`.
+fn serve<I>(
+    boot: Boot,
+    commands: Receiver<Command>,
+    ready: tokio::sync::oneshot::Sender<Result<(), String>>,
+    instantiate: fn(&Boot) -> Result<I, String>,
+    run: fn(I, TurnSpec) -> (TurnOutcome, TurnImages, Option<I>),
+) {
+    let mut live = match instantiate(&boot) {
+        Ok(instance) => {
+            let _ = ready.send(Ok(()));
+            Some(instance)
+        }
+        Err(message) => {
+            let _ = ready.send(Err(message));
+            return;
+        }
+    };
+    while let Ok(Command::Turn(spec, reply)) = commands.recv() {
+        if boot.link.closing.load(Ordering::SeqCst) {
+            break;
+        }
+        let instance = match live.take() {
+            Some(instance) => instance,
+            None => match instantiate(&boot) {
+                Ok(instance) => instance,
+                Err(message) => {
+                    let crashed = crashed(spec.max_stream_bytes, message);
+                    let _ = reply.send((crashed, TurnImages::default()));
+                    continue;
+                }
+            },
+        };
+        let (outcome, images, survivor) = run(instance, spec);
+        live = survivor;
+        let _ = reply.send((outcome, images));
+    }
+    drop(live);
+    drop(boot);
 }

@@ -1,101 +1,43 @@
-//! One python runtime's thread: it owns the `Store`, instantiates the
-//! snapshot copy-on-write, runs turns through the runner's `turn` export, and
-//! instantiates afresh (on the next turn, on the same `/work`) when a turn
-//! kills the instance.
-//!
-//! Async callers talk to the thread by [`Command`]s on a channel and get
-//! each [`TurnOutcome`] back on a oneshot.
+//! The lean flavour's instance on its runtime's thread: instantiating the
+//! componentize-py snapshot copy-on-write, and one turn through the runner's
+//! `turn` export. The thread itself (`runtime::thread_main`) instantiates
+//! afresh, on the next turn and the same `/work`, when a turn kills the
+//! instance.
 
-use std::sync::atomic::Ordering;
-use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use code_runner_core::caps::{ResultShape, Stream, StreamBuffer};
-use code_runner_core::{Completion, Fault, RuntimeOptions, TurnEnding, TurnOutcome, TurnSpec};
+use code_runner_core::caps::Stream;
+use code_runner_core::{TurnOutcome, TurnSpec};
 use wasmtime::component::{ResourceTable, TypedFunc};
-use wasmtime::{Store, Trap, UpdateDeadline};
-use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
+use wasmtime::{Store, UpdateDeadline};
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
+use crate::control::{Boot, TurnLimits};
+use crate::ending::{Facts, death, finish};
 use crate::fs::Guard;
-use crate::host::{Host, Link, MemoryLimiter, Stop, TurnLimits};
+use crate::host::{Host, MemoryLimiter};
 use crate::output::{GuestOutput, Streams};
 use crate::protocol;
 use crate::work_quota::{WORK_MAX_BYTES, WORK_MAX_FILES, WorkQuota};
-use crate::{Shared, Slot};
-
-/// A request to the runtime thread.
-pub enum Command {
-    /// Run one turn and answer on the oneshot.
-    Turn(TurnSpec, tokio::sync::oneshot::Sender<TurnOutcome>),
-}
 
 /// The runner's `turn` export.
 type TurnFn = TypedFunc<(String,), ((String, Option<String>),)>;
 
 /// A live instance: its store and its entry point.
-struct Instance {
+pub(crate) struct Instance {
     store: Store<Host>,
     turn: TurnFn,
     /// The largest result text this runtime hands over as a value.
     max_result: usize,
 }
 
-/// Everything a runtime thread needs to (re)instantiate the snapshot.
-pub struct Boot {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) options: RuntimeOptions,
-    pub(crate) link: Arc<Link>,
-    pub(crate) runtime: tokio::runtime::Handle,
-    /// The pool slot this runtime holds until its thread ends.
-    #[allow(
-        dead_code,
-        reason = "held for its Drop: the slot is freed when the thread ends"
-    )]
-    pub(crate) slot: Slot,
-}
-
-/// The runtime thread's body: instantiate, serve turns, instantiate again after a death.
-pub fn thread_main(
-    boot: Boot,
-    commands: Receiver<Command>,
-    ready: tokio::sync::oneshot::Sender<Result<(), String>>,
-) {
-    let mut live = match instantiate(&boot) {
-        Ok(instance) => {
-            let _ = ready.send(Ok(()));
-            Some(instance)
-        }
-        Err(message) => {
-            let _ = ready.send(Err(message));
-            return;
-        }
-    };
-    while let Ok(Command::Turn(spec, reply)) = commands.recv() {
-        if boot.link.closing.load(Ordering::SeqCst) {
-            break;
-        }
-        let instance = match live.take() {
-            Some(instance) => instance,
-            None => match instantiate(&boot) {
-                Ok(instance) => instance,
-                Err(message) => {
-                    let _ = reply.send(crashed(spec.max_stream_bytes, message));
-                    continue;
-                }
-            },
-        };
-        let (outcome, survivor) = run_turn(instance, spec);
-        live = survivor;
-        let _ = reply.send(outcome);
-    }
-    drop(live);
-    drop(boot);
-}
-
 /// A fresh instance of the snapshot on the runtime's directory.
-fn instantiate(boot: &Boot) -> Result<Instance, String> {
+pub(crate) fn instantiate(boot: &Boot) -> Result<Instance, String> {
     let shared = &boot.shared;
+    let crate::Flavour::Lean { instance_pre, lib } = &shared.flavour else {
+        return Err("not the lean flavour".into());
+    };
     let options = &boot.options;
     let streams = Arc::new(Mutex::new(Streams::new(Some(8192))));
     let perms = if options.read_only {
@@ -117,8 +59,8 @@ fn instantiate(boot: &Boot) -> Result<Instance, String> {
             )
         })?;
     builder
-        .preopened_dir(&shared.lib, "/python", FsPerms::ReadOnly)
-        .map_err(|err| format!("cannot mount {} as /python: {err:#}", shared.lib.display()))?;
+        .preopened_dir(lib, "/python", FsPerms::ReadOnly)
+        .map_err(|err| format!("cannot mount {} as /python: {err:#}", lib.display()))?;
     let guard = Guard::new(WorkQuota::new(
         &options.work_dir,
         WORK_MAX_BYTES,
@@ -129,9 +71,10 @@ fn instantiate(boot: &Boot) -> Result<Instance, String> {
         table: ResourceTable::new(),
         guard: Arc::new(Mutex::new(guard)),
         limiter: MemoryLimiter {
+            held: 0,
             max_bytes: (options.memory_mb as usize).saturating_mul(1 << 20),
             hit: false,
-            held: 0,
+            total: None,
         },
         streams,
         turn: None,
@@ -150,8 +93,7 @@ fn instantiate(boot: &Boot) -> Result<Instance, String> {
         }
         None => Ok(UpdateDeadline::Continue(1)),
     });
-    let instance = shared
-        .instance_pre
+    let instance = instance_pre
         .instantiate(&mut store)
         .map_err(|err| format!("cannot instantiate the python snapshot: {err:#}"))?;
     let turn = instance
@@ -168,7 +110,7 @@ fn instantiate(boot: &Boot) -> Result<Instance, String> {
 }
 
 /// Runs one turn; the instance comes back unless the turn killed it.
-fn run_turn(mut instance: Instance, spec: TurnSpec) -> (TurnOutcome, Option<Instance>) {
+pub(crate) fn run_turn(mut instance: Instance, spec: TurnSpec) -> (TurnOutcome, Option<Instance>) {
     let max_result = instance.max_result;
     let frame = protocol::turn(&spec.task, &spec.bindings, max_result);
     let cap = spec.max_stream_bytes;
@@ -214,109 +156,25 @@ fn run_turn(mut instance: Instance, spec: TurnSpec) -> (TurnOutcome, Option<Inst
         ending,
         denied,
     };
-    let memory_hit = host.limiter.hit;
-    let memory_message = format!("memory limit {} MiB exceeded", host.limiter.max_bytes >> 20);
+    let facts = Facts {
+        memory_hit: host.limiter.hit,
+        memory_message: format!("memory limit {} MiB exceeded", host.limiter.max_bytes >> 20),
+        quota_hit,
+        quota_message,
+    };
     let ((head, result),) = match called {
         Ok(answer) => answer,
         Err(err) => {
-            let ending = death(host.stop.take(), memory_hit, memory_message, budget, &err);
+            let ending = death(
+                host.stop.take(),
+                facts.memory_hit,
+                facts.memory_message,
+                budget,
+                &err,
+            );
             return (outcome(ending), None);
         }
     };
-    let head = match protocol::parse_head(&head) {
-        Ok(head) => head,
-        Err(message) => {
-            return (outcome(TurnEnding::Faulted(Fault::Protocol(message))), None);
-        }
-    };
-    let failed = head.exit_code != 0;
-    if failed && memory_hit {
-        // The interpreter met a refused grow and may be left inconsistent: discard it.
-        let ending = TurnEnding::Faulted(Fault::ResourceExhausted(memory_message));
-        return (outcome(ending), None);
-    }
-    if failed && quota_hit {
-        let ending = TurnEnding::Faulted(Fault::ResourceExhausted(quota_message));
-        return (outcome(ending), Some(instance));
-    }
-    let completion = match (result, head.not_json, head.oversize) {
-        // Measured before it is parsed: a runner that ignored the cap costs
-        // the host a length check, nothing more.
-        (Some(text), _, _) if text.len() > max_result => Completion::Oversize {
-            bytes: text.len() as u64,
-            shape: ResultShape::Scalar,
-        },
-        // Within the byte cap (up to 16 MiB when it is off) but too many
-        // values to build a tree of: its size only, never parsed.
-        (Some(text), _, _) if protocol::result_too_wide(&text) => Completion::Oversize {
-            bytes: text.len() as u64,
-            shape: ResultShape::Scalar,
-        },
-        (Some(text), _, _) => match protocol::parse_result(&text) {
-            Ok(value) => Completion::Value(value),
-            Err(why) => Completion::NotJson(why),
-        },
-        (None, Some(why), _) => Completion::NotJson(why),
-        (None, None, Some(big)) => Completion::Oversize {
-            bytes: big.bytes,
-            shape: shape_of(&big.shape),
-        },
-        (None, None, None) => Completion::Absent,
-    };
-    let ending = TurnEnding::Exited {
-        exit_code: head.exit_code,
-        completion,
-        exception: head.exception,
-    };
-    (outcome(ending), Some(instance))
-}
-
-/// How a turn that trapped ended.
-fn death(
-    stop: Option<Stop>,
-    memory_hit: bool,
-    memory_message: String,
-    budget: Duration,
-    err: &wasmtime::Error,
-) -> TurnEnding {
-    let fault = match stop {
-        Some(Stop::Timeout) => Fault::Timeout { budget },
-        Some(Stop::Aborted | Stop::Closing) => Fault::Aborted,
-        Some(Stop::Protocol(message)) => Fault::Protocol(message),
-        None if memory_hit => Fault::ResourceExhausted(memory_message),
-        None => {
-            if let Some(exit) = err.downcast_ref::<I32Exit>() {
-                return TurnEnding::Exited {
-                    exit_code: i64::from(exit.0),
-                    completion: Completion::Absent,
-                    exception: None,
-                };
-            }
-            if err.downcast_ref::<Trap>() == Some(&Trap::StackOverflow) {
-                Fault::ResourceExhausted("wasm stack exhausted (recursion too deep)".into())
-            } else {
-                Fault::Crashed(format!("{err:#}"))
-            }
-        }
-    };
-    TurnEnding::Faulted(fault)
-}
-
-fn shape_of((kind, n): &(String, u64)) -> ResultShape {
-    match kind.as_str() {
-        "array" => ResultShape::Array(*n),
-        "object" => ResultShape::Object(*n),
-        "string" => ResultShape::String(*n),
-        _ => ResultShape::Scalar,
-    }
-}
-
-fn crashed(cap: Option<usize>, message: String) -> TurnOutcome {
-    TurnOutcome {
-        usage: Default::default(),
-        stdout: StreamBuffer::new(Stream::Stdout, cap),
-        stderr: StreamBuffer::new(Stream::Stderr, cap),
-        ending: TurnEnding::Faulted(Fault::Crashed(message)),
-        denied: false,
-    }
+    let (ending, keep) = finish(&head, result.map(Ok), max_result, facts);
+    (outcome(ending), keep.then_some(instance))
 }

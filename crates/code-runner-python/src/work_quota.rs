@@ -66,6 +66,12 @@ impl WorkQuota {
         true
     }
 
+    /// Whether `n` more bytes fit the running estimate, so that
+    /// [`WorkQuota::reserve_bytes`] would grant them without a recount.
+    pub fn fits(&self, n: u64) -> bool {
+        self.unknown.is_none() && self.bytes.saturating_add(n) <= self.max_bytes
+    }
+
     /// Reserves one more entry; `false` (and `hit`) at the limit.
     pub fn reserve_file(&mut self) -> bool {
         if self.unknown.is_some() || self.files >= self.max_files {

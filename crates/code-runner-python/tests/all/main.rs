@@ -1,5 +1,6 @@
 //! Integration tests of the python engine, through real wasmtime.
 
+mod data;
 mod engine;
 mod files;
 mod hardening;

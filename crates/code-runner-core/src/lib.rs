@@ -46,7 +46,7 @@ pub use bindings::{
     BindingCall, BindingError, BindingFn, BindingNamespace, Bindings, BoxFuture, ErrorClass,
     RESERVED_BINDING_GLOBALS, RESERVED_ERROR_MEMBERS, RESERVED_WORDS,
 };
-pub use caps::{LiveOutput, OutputCaps};
+pub use caps::{ImageCaps, LiveOutput, OutputCaps};
 pub use code_runtime::{
     CodeRunFailure, CodeRunRequest, CodeRunResult, CodeRunSandbox, CodeRunSpec, CodeRuntime,
     CodeRuntimeOptions, SandboxEnforcement, SandboxMode, WORK_DIR,
@@ -58,7 +58,7 @@ pub use engine::{
 };
 pub use error::{ErrorCode, MAX_ERROR_MESSAGE_BYTES, RunnerError, bound_message};
 pub use fs::create_private_dir;
-pub use settle::{Settled, ValuePolicy, settle_completion, settle_response};
+pub use settle::{Settled, ValuePolicy, cap_images, settle_completion, settle_response};
 pub use wire::{
     Lang, RegisterRequest, RegisterResponse, RunRequest, RunResponse, TeardownRequest,
     TeardownResponse,

@@ -8,8 +8,8 @@
 
 use serde_json::Value;
 
-use crate::caps::{self, OutputCaps};
-use crate::engine::{Completion, FailureKind, TurnEnding, TurnOutcome};
+use crate::caps::{self, ImageCaps, OutputCaps};
+use crate::engine::{Completion, FailureKind, Image, TurnEnding, TurnImages, TurnOutcome};
 use crate::error::RunnerError;
 use crate::wire::{RunResponse, Usage};
 
@@ -101,7 +101,54 @@ pub fn settle_response(
         result,
         runtime_id,
         usage,
+        images: Vec::new(),
     })
+}
+
+/// Applies the image caps to a turn's images: those that fit, in order (the
+/// first that does not fit ends the list), then, when any was left out here
+/// or by the engine, a `text/plain` omission marker saying how many.
+pub fn cap_images(turn: TurnImages, caps: ImageCaps) -> Vec<Image> {
+    let produced = turn.images.len();
+    let (mut kept, mut bytes) = (Vec::new(), 0usize);
+    for image in turn.images {
+        let after = bytes.saturating_add(image.data.len());
+        let fits = caps.max_images.is_none_or(|max| kept.len() < max)
+            && caps.max_image_bytes.is_none_or(|max| after <= max);
+        if !fits {
+            break;
+        }
+        bytes = after;
+        kept.push(image);
+    }
+    let omitted = (produced - kept.len()).saturating_add(turn.omitted);
+    if omitted > 0 {
+        kept.push(Image {
+            mime_type: "text/plain".into(),
+            data: image_marker(omitted, caps),
+        });
+    }
+    kept
+}
+
+/// The marker that ends a list of images `omitted` of which were left out.
+fn image_marker(omitted: usize, caps: ImageCaps) -> String {
+    let plural = if omitted == 1 { "" } else { "s" };
+    let mut limits = Vec::new();
+    if let Some(max) = caps.max_images {
+        limits.push(format!("{max} images"));
+    }
+    if let Some(max) = caps.max_image_bytes {
+        limits.push(format!("{} KB of image data", caps::approx_kb(max as u64)));
+    }
+    let limits = match limits.is_empty() {
+        true => "the engine's own ceiling".to_string(),
+        false => format!("at most {}", limits.join(" and ")),
+    };
+    format!(
+        "<omitted: {omitted} more image{plural}; a response carries {limits} — show fewer figures, \
+         close the ones you do not need (plt.close), or lower their size or dpi>"
+    )
 }
 
 #[cfg(test)]
@@ -190,5 +237,62 @@ mod tests {
         let err = settle_response(outcome(ending), OutputCaps::default(), 1, None).unwrap_err();
         assert_eq!(err.code, ErrorCode::Timeout);
         assert!(err.message.contains("250 ms"));
+    }
+
+    fn png(bytes: usize) -> Image {
+        Image {
+            mime_type: "image/png".into(),
+            data: "A".repeat(bytes),
+        }
+    }
+
+    /// Images are kept in order up to the count and byte caps; the first
+    /// that does not fit ends the list with a marker counting the rest,
+    /// the engine's own omissions included.
+    #[test]
+    fn images_are_capped_in_order_with_a_marker() {
+        let turn = |n: usize, omitted: usize| TurnImages {
+            images: (1..=n).map(|i| png(i * 10)).collect(),
+            omitted,
+        };
+        let caps = |images, bytes| ImageCaps {
+            max_images: images,
+            max_image_bytes: bytes,
+        };
+        let all = cap_images(turn(3, 0), caps(Some(8), Some(1000)));
+        assert_eq!(
+            all.iter().map(|i| i.data.len()).collect::<Vec<_>>(),
+            [10, 20, 30]
+        );
+        let counted = cap_images(turn(5, 0), caps(Some(2), None));
+        assert_eq!(counted.len(), 3);
+        assert_eq!(counted[2].mime_type, "text/plain");
+        assert!(
+            counted[2].data.contains("3 more images"),
+            "{}",
+            counted[2].data
+        );
+        assert!(
+            counted[2].data.contains("at most 2 images"),
+            "{}",
+            counted[2].data
+        );
+        // 10 + 20 fit in 35 bytes, 30 does not, and nothing after it is taken.
+        let sized = cap_images(turn(4, 0), caps(None, Some(35)));
+        assert_eq!(sized.len(), 3);
+        assert!(sized[2].data.contains("2 more images"), "{}", sized[2].data);
+        let engine = cap_images(turn(1, 1), caps(None, None));
+        assert_eq!(engine.len(), 2);
+        assert!(
+            engine[1].data.contains("1 more image;"),
+            "{}",
+            engine[1].data
+        );
+        assert!(
+            engine[1].data.contains("engine's own ceiling"),
+            "{}",
+            engine[1].data
+        );
+        assert!(cap_images(TurnImages::default(), ImageCaps::default()).is_empty());
     }
 }

@@ -89,6 +89,19 @@ pub struct RunResponse {
     /// What the run cost, as the sandbox measured it.
     #[serde(default)]
     pub usage: Usage,
+    /// The figures the program showed, in order (python with the data stack: `plt.show()`, `display(fig)`), at most `max_images` of them and `max_image_bytes` of data in all. Past either cap the list ends with a `text/plain` entry whose `data` is an omission marker (plain text, not base64) saying what was left out. Absent when the run showed none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Image>,
+}
+
+/// An image a run produced, e.g. a matplotlib figure the program showed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "Image")]
+pub struct Image {
+    /// Its MIME type: `image/png`, or `text/plain` for the omission marker that ends a capped list.
+    pub mime_type: String,
+    /// The image's bytes, base64-encoded (standard alphabet, padded); the omission marker's text as is.
+    pub data: String,
 }
 
 /// What a run cost: measured, never estimated.

@@ -228,8 +228,10 @@ fn absent_runtime_id_is_absent_not_null() {
         duration_ms: 1,
         result: Value::Null,
         runtime_id: None,
+        images: Vec::new(),
     };
     let value = serde_json::to_value(response).unwrap();
     assert!(value.get("runtime_id").is_none());
+    assert!(value.get("images").is_none(), "no images, no key");
     assert_eq!(value.get("result"), Some(&Value::Null));
 }

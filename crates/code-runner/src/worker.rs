@@ -274,6 +274,10 @@ impl crate::edge::api::Api for Worker {
         Worker::config(self)
     }
 
+    fn python_has_data_stack(&self) -> bool {
+        self.inner.ops.engines.python_has_data_stack()
+    }
+
     fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.inner.ops.bus.subscribe()
     }

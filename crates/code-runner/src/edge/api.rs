@@ -39,6 +39,9 @@ pub trait Api: Clone + Send + Sync + 'static {
     /// The configuration in force (caps and timeouts for tool descriptions).
     fn config(&self) -> Config;
 
+    /// Whether python runs the data stack, for what tool descriptions promise.
+    fn python_has_data_stack(&self) -> bool;
+
     /// Wakes on every change of the bus's set of functions.
     fn changes(&self) -> tokio::sync::watch::Receiver<u64>;
 }

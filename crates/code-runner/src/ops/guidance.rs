@@ -76,21 +76,24 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
             "Internal pre_generate hook: appends code-runner's usage guidance (run, keep, register, teardown, output caps) to an agent's system prompt, once. Bound to the harness's pre-generate hook, not called directly. inject_guidance: false in the code-runner configuration turns it into a no-op.",
             schema_of::<PreGenerateEvent>(),
             schema_of::<PreGenerateResponse>(),
-            handler(ops, |ops, payload| async move { Ok(hook(&ops.config(), payload)) }),
+            handler(ops, |ops, payload| async move {
+                let data_stack = ops.engines.python_has_data_stack();
+                Ok(hook(&ops.config(), data_stack, payload))
+            }),
         )
         .internal(),
     )
 }
 
 /// The hook's answer to `payload` under `config`.
-fn hook(config: &Config, payload: Value) -> Value {
+fn hook(config: &Config, data_stack: bool, payload: Value) -> Value {
     let no_op = PreGenerateMutations::default();
     let mutations = if !config.inject_guidance {
         no_op
     } else {
         match serde_json::from_value::<PreGenerateEvent>(payload) {
             Ok(event) => PreGenerateMutations {
-                system_prompt: inject(&event.generate.system_prompt, &render(config)),
+                system_prompt: inject(&event.generate.system_prompt, &render(config, data_stack)),
             },
             Err(err) => {
                 tracing::warn!("{INJECT_GUIDANCE}: unreadable payload ({err}); prompt left as is");
@@ -101,8 +104,33 @@ fn hook(config: &Config, payload: Value) -> Value {
     serde_json::to_value(PreGenerateResponse { mutations }).unwrap_or(Value::Null)
 }
 
-/// The guidance block with the configuration's numbers filled in.
-pub fn render(config: &Config) -> String {
+/// What the sandbox offers and refuses, as the tool and function texts say
+/// it: the data stack is named when python runs it.
+pub fn sandbox_sentence(data_stack: bool) -> &'static str {
+    match data_stack {
+        true => {
+            "no network, no host files, nothing to install; python has numpy, pandas, scipy, \
+             scikit-learn, statsmodels and matplotlib (plt.show() returns the figure in `images`)"
+        }
+        false => "no network, no host files, no packages beyond the standard library",
+    }
+}
+
+/// The guidance's last line: what can and cannot be imported.
+fn packages_line(data_stack: bool) -> &'static str {
+    match data_stack {
+        true => {
+            "- No network, and nothing can be installed: `pip install` and `npm install` cannot work. Python has numpy, pandas, scipy, scikit-learn, statsmodels and matplotlib ready to import; `plt.show()` returns each figure in the answer's `images`. Otherwise use the standard library and your own code."
+        }
+        false => {
+            "- No network and no packages: `pip install` and `npm install` cannot work. Use the standard library and your own code (write your own modules to files and load them)."
+        }
+    }
+}
+
+/// The guidance block with the configuration's numbers filled in, for a
+/// worker whose python runs the data stack or not.
+pub fn render(config: &Config, data_stack: bool) -> String {
     let cap = |bytes: u64| match bytes {
         0 => "its cap (none is set now)".to_string(),
         bytes => format!("{bytes} bytes"),
@@ -115,6 +143,7 @@ pub fn render(config: &Config) -> String {
             &config.default_timeout_ms.to_string(),
         )
         .replace("{max_timeout_ms}", &config.max_timeout_ms.to_string())
+        .replace("{packages}", packages_line(data_stack))
         .trim_end()
         .to_string()
 }
@@ -148,7 +177,26 @@ mod tests {
     use serde_json::json;
 
     fn prompt_after(config: &Config, prompt: &str) -> Value {
-        hook(config, json!({"generate": {"system_prompt": prompt}}))
+        hook(
+            config,
+            false,
+            json!({"generate": {"system_prompt": prompt}}),
+        )
+    }
+
+    /// The last line says what python can import: the data stack is named
+    /// only where it runs.
+    #[test]
+    fn the_packages_line_follows_the_interpreter() {
+        let lean = render(&Config::default(), false);
+        assert!(lean.contains("No network and no packages"), "{lean}");
+        assert!(
+            !lean.contains("pandas") && !lean.contains("{packages}"),
+            "{lean}"
+        );
+        let data = render(&Config::default(), true);
+        assert!(data.contains("numpy, pandas"), "{data}");
+        assert!(data.contains("`images`"), "{data}");
     }
 
     /// The guidance is appended after the prompt, whole, with the caps in force.
@@ -212,12 +260,13 @@ mod tests {
         assert_eq!(prompt_after(&off, "base"), json!({"mutations": {}}));
         let on = Config::default();
         assert_eq!(
-            hook(&on, json!({"generate": {"system_prompt": 5}})),
+            hook(&on, false, json!({"generate": {"system_prompt": 5}})),
             json!({"mutations": {}})
         );
-        assert_eq!(hook(&on, json!("junk")), json!({"mutations": {}}));
+        assert_eq!(hook(&on, false, json!("junk")), json!({"mutations": {}}));
         let empty = hook(
             &on,
+            false,
             json!({"_caller_worker_id": "w", "point": "pre_generate"}),
         );
         assert!(

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use code_runner_core::wire::{RunRequest, RunResponse, schema_of};
 use code_runner_core::{
-    AbortSignal, ErrorCode, Lang, RunnerError, Task, TurnEnding, TurnSpec, settle_response,
+    AbortSignal, ErrorCode, ImageCaps, Lang, OutputCaps, RunnerError, Task, TurnEnding, TurnImages,
+    TurnOutcome, TurnSpec, cap_images, settle_response,
 };
 use serde_json::Value;
 
@@ -23,10 +24,13 @@ use crate::runtimes::lineage::Lasting;
 
 /// `code-runner::run`, for the composition root.
 pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
+    let sandbox = crate::ops::guidance::sandbox_sentence(ops.engines.python_has_data_stack());
     (
         RUN,
         Function::new(
-            "Run code in a sandbox (no network, host filesystem or packages). One-shot by default: nothing persists and no runtime_id is returned. keep: true keeps the runtime and returns its runtime_id to reuse until code-runner::teardown or the idle TTL reaps it. A failing script is a response, not an error.",
+            format!(
+                "Run code in a sandbox ({sandbox}). One-shot by default: nothing persists and no runtime_id is returned. keep: true keeps the runtime and returns its runtime_id to reuse until code-runner::teardown or the idle TTL reaps it. A failing script is a response, not an error."
+            ),
             schema_of::<RunRequest>(),
             schema_of::<RunResponse>(),
             handler_as(ops, run),
@@ -53,7 +57,7 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
         (None, Some(cancel)) => cancel.child(),
         (None, None) => AbortSignal::new(),
     };
-    let caps = config.output_caps();
+    let (caps, image_caps) = (config.output_caps(), config.image_caps());
     let output = caller.live.clone();
     let started = Instant::now();
     let (code, weak) = (request.code, Arc::downgrade(&ops));
@@ -92,10 +96,10 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
         let _place = ops.lineage.wait_for(kept.key)?;
         let _busy = kept.enter();
         let context = GuestContext::of(&ops, kept.key, kept.lang, None);
-        let outcome = kept.runtime.run(turn(context)).await;
+        let (outcome, images) = kept.runtime.run_with_images(turn(context)).await;
         retire::forget_lost_registrations(&ops, kept.key, &outcome.ending);
-        let response = settle_response(outcome, caps, elapsed(started), Some(id))?;
-        return Ok(serde_json::to_value(response).unwrap_or(Value::Null));
+        let settled = Settle { caps, image_caps };
+        return settled.answer(outcome, images, elapsed(started), Some(id));
     }
 
     let lang = request
@@ -134,13 +138,14 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
         }
     };
     let runtime = crate::ops::retire::attach(&ops, key, runtime);
-    let outcome = runtime
-        .run(turn(GuestContext::of(&ops, key, lang, None)))
+    let (outcome, images) = runtime
+        .run_with_images(turn(GuestContext::of(&ops, key, lang, None)))
         .await;
+    let settled = Settle { caps, image_caps };
     let succeeded = matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, .. });
     if request.keep && succeeded {
         let id = new_runtime_id(ops.worker_name());
-        let response = settle_response(outcome, caps, elapsed(started), Some(id.clone()));
+        let response = settled.answer(outcome, images, elapsed(started), Some(id.clone()));
         ops.registry.keep(id.clone(), lang, key, runtime, dir, slot);
         live.keep();
         refill_pool(&ops, lang);
@@ -153,15 +158,36 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
             )
             .into());
         }
-        return Ok(serde_json::to_value(response?).unwrap_or(Value::Null));
+        return response;
     }
     runtime.close().await;
     live.finish().await;
     dir.remove().await;
     drop(slot);
     refill_pool(&ops, lang);
-    let response = settle_response(outcome, caps, elapsed(started), None)?;
-    Ok(serde_json::to_value(response).unwrap_or(Value::Null))
+    settled.answer(outcome, images, elapsed(started), None)
+}
+
+/// The caps a run's answer is settled under.
+#[derive(Clone, Copy)]
+struct Settle {
+    caps: OutputCaps,
+    image_caps: ImageCaps,
+}
+
+impl Settle {
+    /// The response to a finished turn: its outcome settled, its images capped.
+    fn answer(
+        self,
+        outcome: TurnOutcome,
+        images: TurnImages,
+        duration_ms: u64,
+        runtime_id: Option<String>,
+    ) -> Result<Value, CallError> {
+        let mut response = settle_response(outcome, self.caps, duration_ms, runtime_id)?;
+        response.images = cap_images(images, self.image_caps);
+        Ok(serde_json::to_value(response).unwrap_or(Value::Null))
+    }
 }
 
 /// Boots replacements for pooled runtimes once a run is over, so the boot

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use code_runner_core::{
-    Bindings, Config, DEFAULT_MEMORY_MB, Engine, Lang, RunnerError, RuntimeOptions,
+    Bindings, Config, DEFAULT_MEMORY_MB, Engine, Lang, PythonInterpreter, RunnerError,
+    RuntimeOptions,
 };
 use serde_json::{Value, json};
 
@@ -16,9 +17,39 @@ use crate::runtimes::workdir::WorkDir;
 /// The binding namespace the node engine attaches `iii.files` to.
 pub const FILES_NAMESPACE: &str = "iii";
 
+/// Loads the python engine: the lean interpreter from `dir` when one is
+/// given (`--python-wasm`), else the interpreter the configuration chooses
+/// from its default location. Answers the engine and its interpreter's name.
+fn load_python(
+    dir: Option<PathBuf>,
+    choice: PythonInterpreter,
+    limits: code_runner_python::EngineLimits,
+) -> Result<(code_runner_python::PythonEngine, &'static str), code_runner_python::PythonError> {
+    use code_runner_python::{Interpreter, PythonEngine};
+    let engine = match (dir, choice) {
+        (Some(dir), _) => PythonEngine::load(&dir, limits)?,
+        (None, PythonInterpreter::Auto) => {
+            PythonEngine::with_interpreter(Interpreter::Auto, limits)?
+        }
+        (None, PythonInterpreter::Lean) => {
+            PythonEngine::with_interpreter(Interpreter::Lean, limits)?
+        }
+        (None, PythonInterpreter::Data) => {
+            PythonEngine::with_interpreter(Interpreter::Data, limits)?
+        }
+    };
+    let name = match engine.interpreter() {
+        Interpreter::Data => "data",
+        _ => "lean",
+    };
+    Ok((engine, name))
+}
+
 /// Both engines (or why one is unavailable) and their warm pools.
 pub struct Engines {
     python: Result<Arc<dyn Engine>, String>,
+    /// Which interpreter the python engine runs, once loaded: `lean` or `data`.
+    python_interpreter: Option<&'static str>,
     node: Result<Arc<dyn Engine>, String>,
     node_pool: Option<Arc<WarmPool>>,
     runtimes_dir: PathBuf,
@@ -40,18 +71,18 @@ impl Engines {
         warm_pool: bool,
         warm_up_bindings: impl Fn(Lang) -> Bindings,
     ) -> Result<Engines, RunnerError> {
-        let dir = python_dir.unwrap_or_else(code_runner_python::default_snapshot_dir);
         let limits = code_runner_python::EngineLimits {
             max_runtimes: config.max_runtimes,
             max_memory_mb: config.max_memory_mb,
         };
-        let python = tokio::task::spawn_blocking(move || {
-            code_runner_python::PythonEngine::load(&dir, limits)
-        })
-        .await
-        .map_err(|err| RunnerError::engine(format!("python engine loader panicked: {err}")))?
-        .map(|engine| Arc::new(engine) as Arc<dyn Engine>)
-        .map_err(|err| err.to_string());
+        let choice = config.python_interpreter;
+        let python = tokio::task::spawn_blocking(move || load_python(python_dir, choice, limits))
+            .await
+            .map_err(|err| RunnerError::engine(format!("python engine loader panicked: {err}")))?;
+        let python_interpreter = python.as_ref().ok().map(|(_, name)| *name);
+        let python = python
+            .map(|(engine, _)| Arc::new(engine) as Arc<dyn Engine>)
+            .map_err(|err| err.to_string());
         let node = tokio::task::spawn_blocking(code_runner_v8::V8Engine::new)
             .await
             .map_err(|err| RunnerError::engine(format!("node engine loader panicked: {err}")))?
@@ -62,8 +93,12 @@ impl Engines {
                 tracing::warn!("{lang} engine unavailable: {message}");
             }
         }
+        if let Some(name) = python_interpreter {
+            tracing::info!("python runs the {name} interpreter");
+        }
         let mut engines = Engines {
             python,
+            python_interpreter,
             node,
             node_pool: None,
             runtimes_dir,
@@ -166,13 +201,22 @@ impl Engines {
         }
     }
 
+    /// Whether python runs the data stack (numpy, pandas, matplotlib, …).
+    pub fn python_has_data_stack(&self) -> bool {
+        self.python_interpreter == Some("data")
+    }
+
     /// Each engine's status, for `/healthz`.
     pub fn health(&self) -> Value {
         let status = |engine: &Result<Arc<dyn Engine>, String>| match engine {
             Ok(_) => "ready".to_string(),
             Err(message) => format!("unavailable: {message}"),
         };
-        json!({ "python": status(&self.python), "node": status(&self.node) })
+        json!({
+            "python": status(&self.python),
+            "python_interpreter": self.python_interpreter,
+            "node": status(&self.node),
+        })
     }
 
     /// Closes every pooled runtime.

@@ -16,8 +16,9 @@ use super::{ConfigStore, parse_yaml};
 const HEADER: &str = "\
 # code-runner configuration. Edit it here (the running worker picks the change
 # up) or with `configuration::set`. max_result_bytes, max_stream_bytes,
-# default_timeout_ms, max_timeout_ms and inject_guidance apply to the next
-# call; every other key applies when the worker next starts.
+# max_images, max_image_bytes, default_timeout_ms, max_timeout_ms,
+# inject_guidance, guest_writable_namespaces and guest_trigger_types apply to
+# the next call; every other key applies when the worker next starts.
 ";
 
 /// Where a data directory keeps its configuration.

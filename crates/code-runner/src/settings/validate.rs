@@ -84,7 +84,7 @@ mod tests {
         assert_eq!(schema["$schema"], "http://json-schema.org/draft-07/schema#");
         assert_eq!(schema["additionalProperties"], false);
         let properties = schema["properties"].as_object().unwrap();
-        assert_eq!(properties.len(), 16);
+        assert_eq!(properties.len(), 19);
         for (key, property) in properties {
             assert!(property.get("type").is_some(), "{key} is untyped");
             assert!(
@@ -96,6 +96,12 @@ mod tests {
         assert_eq!(properties["max_stream_bytes"]["minimum"], 0);
         assert_eq!(properties["max_memory_mb"]["minimum"], 40);
         assert_eq!(properties["max_stream_bytes"]["default"], 16384);
+        assert_eq!(properties["max_images"]["default"], 8);
+        assert_eq!(properties["python_interpreter"]["default"], "auto");
+        assert_eq!(
+            properties["python_interpreter"]["enum"],
+            serde_json::json!(["auto", "lean", "data"])
+        );
     }
 
     /// Each kind of bad value is refused naming its key.

@@ -16,6 +16,8 @@ mod run;
 mod keep;
 // The fault matrix: hostile or broken programs and their documented endings.
 mod faults;
+// Python's data stack: numpy and pandas in plain python runs, `images`, a lean worker.
+mod data;
 
 // — What bounds a tenant —
 // Runtime slots: `max_runtimes`, the shares of what guest code starts, lines.

@@ -166,6 +166,7 @@ impl<A: Api> ServerHandler for McpServer<A> {
         Ok(ListToolsResult::with_all_items(tools::tools(
             &listing.functions,
             &self.api.config(),
+            self.api.python_has_data_stack(),
         )))
     }
 
@@ -213,8 +214,7 @@ impl<A: Api> ServerHandler for McpServer<A> {
         let _ = forwarding.await;
         Ok(match answer {
             Ok(value) => {
-                let text = serde_json::to_string(&value).unwrap_or_default();
-                let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+                let mut result = CallToolResult::success(content_of(&value));
                 if value.is_object() {
                     result.structured_content = Some(value);
                 }
@@ -227,4 +227,31 @@ impl<A: Api> ServerHandler for McpServer<A> {
         }
         .into())
     }
+}
+
+/// A tool's answer as content: its JSON as text and, for a run that showed
+/// figures, each image as an image block (the text leaves their base64 out,
+/// the structured content carries it whole); an omission marker is text.
+fn content_of(value: &Value) -> Vec<ContentBlock> {
+    let images = value.get("images").and_then(Value::as_array);
+    let Some(images) = images.filter(|images| !images.is_empty()) else {
+        return vec![ContentBlock::text(
+            serde_json::to_string(value).unwrap_or_default(),
+        )];
+    };
+    let mut text = value.clone();
+    if let Some(object) = text.as_object_mut() {
+        object.insert("images".into(), Value::from(images.len()));
+    }
+    let mut blocks = vec![ContentBlock::text(
+        serde_json::to_string(&text).unwrap_or_default(),
+    )];
+    for image in images {
+        let field = |name: &str| image.get(name).and_then(Value::as_str).unwrap_or_default();
+        blocks.push(match field("mime_type") {
+            "text/plain" => ContentBlock::text(field("data")),
+            mime => ContentBlock::image(field("data"), mime),
+        });
+    }
+    blocks
 }

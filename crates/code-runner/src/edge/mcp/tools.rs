@@ -47,11 +47,15 @@ pub fn published_name(id: &str) -> Option<String> {
 
 /// The tools over `functions` (the bus's listing): the operations, then
 /// every published function that is a tool, by name.
-pub fn tools(functions: &[FunctionInfo], config: &Config) -> Vec<Tool> {
+pub fn tools(functions: &[FunctionInfo], config: &Config, data_stack: bool) -> Vec<Tool> {
     let mut tools = Vec::new();
     for (name, id) in OPERATIONS {
         if let Some(info) = functions.iter().find(|f| f.function_id == id) {
-            tools.push(tool(name, Some(operation_text(name, config)), info));
+            tools.push(tool(
+                name,
+                Some(operation_text(name, config, data_stack)),
+                info,
+            ));
         }
     }
     let mut published: Vec<(String, &FunctionInfo)> = functions
@@ -180,14 +184,14 @@ fn drop_unknown_formats(schema: &mut Value, depth: usize) {
 }
 
 /// What a model needs to use an operation well, with the caps in force.
-fn operation_text(name: &str, config: &Config) -> String {
+fn operation_text(name: &str, config: &Config, data_stack: bool) -> String {
     let cap = |bytes: u64| match bytes {
         0 => "no cap".to_string(),
         bytes => format!("{bytes} bytes"),
     };
     match name {
         "run" => format!(
-            "Run code in a sandbox: no network, no host files, no packages beyond the standard library. \
+            "Run code in a sandbox: {}. \
              lang \"python\": a script; assign `result` to return a value. lang \"node\": the body of an \
              async function; `return` the value, `await` freely. The answer has stdout, stderr, exit_code \
              and result: a failing script is an answer (exit_code 1 and the traceback), not an error. \
@@ -195,6 +199,7 @@ fn operation_text(name: &str, config: &Config) -> String {
              less or return a summary when a cap is hit. timeout_ms defaults to {} ms (at most {}). \
              keep: true keeps the runtime (variables, files in /work or iii.files) and returns a \
              runtime_id to pass to later runs; tear it down when done.",
+            crate::ops::guidance::sandbox_sentence(data_stack),
             cap(config.max_stream_bytes),
             cap(config.max_result_bytes),
             config.default_timeout_ms,

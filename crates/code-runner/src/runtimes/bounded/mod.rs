@@ -21,7 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use code_runner_core::caps::{Stream, StreamBuffer};
-use code_runner_core::{BoxFuture, Fault, Lang, Runtime, Task, TurnEnding, TurnOutcome, TurnSpec};
+use code_runner_core::{
+    BoxFuture, Fault, Lang, Runtime, Task, TurnEnding, TurnImages, TurnOutcome, TurnSpec,
+};
 
 /// How long past its deadline a turn may go unanswered before the worker
 /// gives its runtime up.
@@ -30,9 +32,14 @@ pub const TURN_GRACE: Duration = Duration::from_secs(2);
 /// Runs `turn` on `runtime` and waits at most its timeout plus
 /// [`TURN_GRACE`]; `None` when no answer came (the turn's abort signal has
 /// been fired). The turn's signal fires when it answers, too.
-pub(crate) async fn run_within(runtime: &dyn Runtime, turn: TurnSpec) -> Option<TurnOutcome> {
+pub(crate) async fn run_within(
+    runtime: &dyn Runtime,
+    turn: TurnSpec,
+) -> Option<(TurnOutcome, TurnImages)> {
     let (bound, abort) = (turn.timeout.saturating_add(TURN_GRACE), turn.abort.clone());
-    let answer = tokio::time::timeout(bound, runtime.run(turn)).await.ok();
+    let answer = tokio::time::timeout(bound, runtime.run_with_images(turn))
+        .await
+        .ok();
     abort.abort();
     answer
 }
@@ -98,6 +105,10 @@ impl Runtime for Bounded {
     }
 
     fn run(&self, turn: TurnSpec) -> BoxFuture<'_, TurnOutcome> {
+        Box::pin(async move { self.run_with_images(turn).await.0 })
+    }
+
+    fn run_with_images(&self, turn: TurnSpec) -> BoxFuture<'_, (TurnOutcome, TurnImages)> {
         Box::pin(async move {
             let cap = turn.max_stream_bytes;
             let _turn = match self.ordered(&turn.task) {
@@ -106,14 +117,17 @@ impl Runtime for Bounded {
             };
             if self.lost.load(Ordering::SeqCst) {
                 turn.abort.abort();
-                return outcome(cap, Fault::Aborted);
+                return (outcome(cap, Fault::Aborted), TurnImages::default());
             }
             let budget = turn.timeout;
             match run_within(self.runtime.as_ref(), turn).await {
-                Some(outcome) => outcome,
+                Some(answer) => answer,
                 None => {
                     self.lose();
-                    outcome(cap, Fault::Timeout { budget })
+                    (
+                        outcome(cap, Fault::Timeout { budget }),
+                        TurnImages::default(),
+                    )
                 }
             }
         })

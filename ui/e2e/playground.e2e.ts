@@ -172,6 +172,18 @@ describe("the playground on a real code-runner serve", () => {
     expect(output.trimEnd().endsWith("line 3999")).toBe(true);
   });
 
+  /// Python's data stack: a figure the program shows is drawn on the card, as the browser decodes it.
+  it("draws a matplotlib figure the program showed", async () => {
+    await writeCode("import matplotlib.pyplot as plt\nplt.figure(figsize=(3, 2), dpi=100)\nplt.plot([1, 3, 2])\nplt.show()\nresult = 'drawn'");
+    await page.getByRole("button", { name: "Run", exact: true }).click();
+    const card = await newestAnswer();
+    const image = card.locator("img.cr-image");
+    expect(await image.count()).toBe(1);
+    await expect.poll(() => image.evaluate((img: HTMLImageElement) => img.complete && img.naturalWidth)).toBe(300);
+    expect(await image.evaluate((img: HTMLImageElement) => img.naturalHeight)).toBe(200);
+    expect(await card.locator(".cr-section", { hasText: "images" }).locator(".cr-label-aside").innerText()).toBe("1 figure");
+  });
+
   /// A script that fails is a response: the card warns, shows stderr and no value.
   it("shows a failing script as a warning with its traceback", async () => {
     await writeCode('import json\nprint("parsing")\njson.loads("{not json")\n');

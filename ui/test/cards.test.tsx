@@ -112,6 +112,36 @@ describe("run card", () => {
     expect(textOf(markup)).toContain("omitted by the worker");
   });
 
+  /// Figures come back as base64 PNGs; the card draws them in order, the marker as a note,
+  /// and never puts a non-raster type or a malformed payload into an image source.
+  it("draws the run's images in order, with the worker's marker, and nothing unsafe", () => {
+    const png = "iVBORw0KGgo=";
+    const images = [
+      { mime_type: "image/png", data: png },
+      { mime_type: "image/svg+xml", data: "PHN2Zz4=" },
+      { mime_type: "image/png", data: 'x" onerror="alert(1)' },
+      { mime_type: "text/plain", data: "<omitted: 2 more images; a response carries at most 8 images>" },
+    ];
+    const markup = html(
+      renderer.tryRender(done("code-runner::run", { lang: "python", code: "plt.show()" }, runResponse({ images }))),
+    );
+    expect(markup.match(/<img /g)?.length).toBe(1);
+    expect(markup).toContain(`src="data:image/png;base64,${png}"`);
+    expect(markup).not.toContain("svg+xml;base64");
+    expect(markup).not.toContain("onerror");
+    const text = textOf(markup);
+    expect(text).toContain("3 figures");
+    expect(text).toContain("figure 2: image/svg+xml, not drawn");
+    expect(text).toContain("<omitted: 2 more images");
+    expect(text.indexOf("3 figures")).toBeLessThan(text.indexOf("plt.show()"));
+  });
+
+  /// No images, no section.
+  it("has no images section for a run that showed none", () => {
+    const markup = html(renderer.tryRender(done("code-runner::run", { lang: "node", code: "return 1" }, runResponse({ result: 1 }))));
+    expect(markup).not.toContain("cr-images");
+  });
+
   /// A guest shapes the value; one too deep for JSON.stringify must not crash the card.
   it("shows a value too deep to print as such instead of crashing", () => {
     let deep: unknown = 1;

@@ -6,6 +6,7 @@ import {
   Card,
   CodeBlock,
   Fact,
+  Images,
   Mono,
   Note,
   OmittedValue,
@@ -121,6 +122,7 @@ export function RunCard(props: { message: CallMessage; phase: Phase }) {
           )}
         </Section>
       )}
+      {done && <Images images={output.images} />}
       {keptRuntime && (
         <Section label="runtime">
           <div className="cr-row">

@@ -113,6 +113,35 @@ export function Note(props: { tone?: "hint" | "advice"; children: ReactNode }) {
   );
 }
 
+/** The raster types a card draws; anything else (SVG included) is never put in an `<img>`. */
+const DRAWN_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/**
+ * The figures a run showed, in order: each raster image drawn from its base64, the
+ * worker's omission marker (a `text/plain` entry) as a note, anything else named only.
+ */
+export function Images(props: { images: unknown }) {
+  const list = Array.isArray(props.images) ? props.images.map(record) : [];
+  if (list.length === 0) return null;
+  const drawn = list.filter((image) => text(image.mime_type) !== "text/plain").length;
+  return (
+    <Section label="images" aside={`${drawn} figure${drawn === 1 ? "" : "s"}`}>
+      <div className="cr-images">
+        {list.map((image, index) => {
+          const mime = text(image.mime_type) ?? "";
+          const data = text(image.data) ?? "";
+          if (mime === "text/plain") return <Note key={index}>{data}</Note>;
+          if (DRAWN_TYPES.has(mime) && BASE64.test(data)) {
+            return <img key={index} className="cr-image" alt={`figure ${index + 1}`} src={`data:${mime};base64,${data}`} />;
+          }
+          return <p key={index} className="cr-quiet">figure {index + 1}: {mime || "no type"}, not drawn</p>;
+        })}
+      </div>
+    </Section>
+  );
+}
+
 /** Inline code inside prose. */
 export function Mono(props: { children: ReactNode }) {
   return <code className="cr-mono">{props.children}</code>;

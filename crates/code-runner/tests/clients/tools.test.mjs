@@ -44,6 +44,20 @@ for (const transport of ["stdio", "http"]) {
       assert.equal(js.structuredContent.runtime_id, undefined, "a one-shot run returns no id");
     });
 
+    it("returns a shown figure as an image block and keeps its base64 out of the text", async () => {
+      const code = "import matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.show()\nresult = 1";
+      const answer = await call(session.client, "run", { lang: "python", code });
+      assert.equal(answer.isError, false);
+      const [text, image, ...rest] = answer.content;
+      assert.equal(rest.length, 0);
+      assert.equal(image.type, "image");
+      assert.equal(image.mimeType, "image/png");
+      assert.equal(Buffer.from(image.data, "base64").subarray(1, 4).toString(), "PNG");
+      assert.equal(JSON.parse(text.text).images, 1, "the text counts the images");
+      assert.ok(!text.text.includes(image.data.slice(0, 64)));
+      assert.equal(answer.structuredContent.images[0].data, image.data);
+    });
+
     it("keeps a runtime, reuses it and tears it down", async () => {
       const kept = await call(session.client, "run", { lang: "python", code: "x = 40", keep: true });
       const id = kept.structuredContent.runtime_id;

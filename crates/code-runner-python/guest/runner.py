@@ -113,6 +113,7 @@ def _make_turn():
         "KeyError", "AttributeError", "RecursionError", "UnicodeEncodeError", "MemoryError",
         "callable")]
     loads, dumps, host_call = _loads, _dumps, _host_call
+    program_hooks = _program_hooks
     sys, os, builtins, isfinite, traceback_module = _sys, _os, _builtins, _math.isfinite, traceback
     os_write, random_seed = _os.write, random.seed
 
@@ -341,6 +342,19 @@ def _make_turn():
         except OSError:
             pass
 
+    def with_program(run, *args):
+        # The program's own code runs between the interpreter's hooks (the
+        # data flavour swaps in what the program did to builtins there, and
+        # back out after, so the code around it never sees the change).
+        enter, leave = program_hooks
+        if enter is not None:
+            enter()
+        try:
+            run(*args)
+        finally:
+            if leave is not None:
+                leave()
+
     def exit_code_of(exc):
         code = exc.code
         if code is None:
@@ -370,11 +384,11 @@ def _make_turn():
         exception = None
         try:
             if "invoke" in task:
-                invoke(task["invoke"], task.get("payload"))
+                with_program(invoke, task["invoke"], task.get("payload"))
             elif "define" in task:
                 define(task["define"], task["code"])
             else:
-                exec(compile(task["code"], "<run>", "exec"), env)
+                with_program(exec, compile(task["code"], "<run>", "exec"), env)
         except SystemExit as exc:
             exit_code = exit_code_of(exc)
         except BaseException as exc:  # noqa: B036 - a guest's KeyboardInterrupt is its own failure
@@ -423,6 +437,8 @@ def _make_turn():
 
 # What else a fresh instance does on its first turn (the data flavour reseeds numpy).
 _instance_hooks = []
+# Called around the program's own code each turn, when set: (enter, leave).
+_program_hooks = [None, None]
 
 # The data stack a lean install lacks: importing one of these names says how to get it.
 _DATA_STACK = frozenset((

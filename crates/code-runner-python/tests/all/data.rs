@@ -739,3 +739,28 @@ async fn a_broken_runner_or_a_forged_end_costs_only_that_instance() {
     assert_eq!(value(&out), json!("refused"));
     rt.close().await;
 }
+
+/// A program that rebinds builtins breaks only itself: the runner and the
+/// door bound theirs before any program ran, so the next turn of the same
+/// instance answers as usual.
+#[tokio::test(flavor = "multi_thread")]
+async fn rebinding_builtins_breaks_only_the_program() {
+    let (rt, _dir) = data_runtime(128).await;
+    let rebind = "import builtins\n\
+                  def broken(*args, **kwargs):\n    raise RuntimeError('rebound by the guest')\n\
+                  for name in ('len', 'min', 'type', 'int', 'isinstance', 'getattr', 'print',\n\
+                               'memoryview', 'set', 'id', 'str', 'repr', 'hasattr', 'bytes'):\n\
+                  \x20   setattr(builtins, name, broken)\n\
+                  result = 'rebound'";
+    let out = rt.run(turn(rebind)).await;
+    assert_eq!(value(&out), json!("rebound"), "{}", out.stderr.render());
+    let out = rt.run(turn("result = 2 + 2")).await;
+    assert_eq!(
+        value(&out),
+        json!(4),
+        "{:?} {}",
+        out.ending,
+        out.stderr.render()
+    );
+    rt.close().await;
+}

@@ -103,8 +103,11 @@ pub(crate) async fn remove_kept(
 
 /// Reaps idle kept runtimes and retires them.
 pub(crate) async fn reap(ops: &Ops, ttl: Duration) {
-    for kept in ops.registry.reap(ttl).await {
+    for (id, kept) in ops.registry.take_idle(ttl) {
+        // What it published goes first, so nothing routes to it while it closes.
         retire(ops, kept.key).await;
+        kept.close().await;
+        tracing::info!(runtime = %crate::ids::redact(&id), "reaped idle runtime");
     }
 }
 

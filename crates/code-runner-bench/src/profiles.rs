@@ -86,6 +86,18 @@ check += timed("json dumps + loads (20k rows)", json_round_trip)
 elapsed_ms = (time.perf_counter() - t0) * 1000.0
 "#;
 
+/// The python compute mix as code-runner runs it and as `python3` does.
+pub fn py_compute() -> (String, String) {
+    (
+        format!(
+            "{PY_COMPUTE}\nresult = {{\"ms\": elapsed_ms, \"check\": check, \"parts\": parts}}\n"
+        ),
+        format!(
+            "{PY_COMPUTE}\nprint(json.dumps({{\"ms\": elapsed_ms, \"check\": check, \"parts\": parts}}))\n"
+        ),
+    )
+}
+
 /// `fib(30)` as an async function body, timed inside the engine.
 const JS_COMPUTE: &str = "function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }\n\
 const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());\n\
@@ -107,12 +119,8 @@ pub fn profiles() -> Vec<Profile> {
                 print_exe: "import sys; print(sys.executable)",
             },
             compute_label: "mixed script",
-            compute_guest: format!(
-                "{PY_COMPUTE}\nresult = {{\"ms\": elapsed_ms, \"check\": check, \"parts\": parts}}\n"
-            ),
-            compute_native: format!(
-                "{PY_COMPUTE}\nprint(json.dumps({{\"ms\": elapsed_ms, \"check\": check, \"parts\": parts}}))\n"
-            ),
+            compute_guest: py_compute().0,
+            compute_native: py_compute().1,
             targets: Targets {
                 // The snapshot issue's goals (one-shot p50 over HTTP, runs/s
                 // at 4 and 16 clients, RSS per kept runtime, compute mix).

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use code_runner_core::{
-    Bindings, Config, DEFAULT_MEMORY_MB, Engine, Lang, RunnerError, RuntimeOptions,
+    Bindings, Config, DEFAULT_MEMORY_MB, Engine, Isolation, Lang, RunnerError, RuntimeOptions,
 };
 use serde_json::{Value, json};
 
@@ -16,11 +16,43 @@ use crate::runtimes::workdir::WorkDir;
 /// The binding namespace the node engine attaches `iii.files` to.
 pub const FILES_NAMESPACE: &str = "iii";
 
+/// Loads both engines into this process (`isolation: in-process`).
+async fn load_in_process(
+    config: &Config,
+    python_dir: Option<PathBuf>,
+) -> Result<
+    (
+        Result<Arc<dyn Engine>, String>,
+        Result<Arc<dyn Engine>, String>,
+    ),
+    RunnerError,
+> {
+    let dir = python_dir.unwrap_or_else(code_runner_python::default_snapshot_dir);
+    let limits = code_runner_python::EngineLimits {
+        max_runtimes: config.max_runtimes,
+        max_memory_mb: config.max_memory_mb,
+    };
+    let python =
+        tokio::task::spawn_blocking(move || code_runner_python::PythonEngine::load(&dir, limits))
+            .await
+            .map_err(|err| RunnerError::engine(format!("python engine loader panicked: {err}")))?
+            .map(|engine| Arc::new(engine) as Arc<dyn Engine>)
+            .map_err(|err| err.to_string());
+    let node = tokio::task::spawn_blocking(code_runner_v8::V8Engine::new)
+        .await
+        .map_err(|err| RunnerError::engine(format!("node engine loader panicked: {err}")))?
+        .map(|engine| Arc::new(engine.files_namespace(FILES_NAMESPACE)) as Arc<dyn Engine>)
+        .map_err(|err| err.to_string());
+    Ok((python, node))
+}
+
 /// Both engines (or why one is unavailable) and their warm pools.
 pub struct Engines {
     python: Result<Arc<dyn Engine>, String>,
     node: Result<Arc<dyn Engine>, String>,
     node_pool: Option<Arc<WarmPool>>,
+    /// With `isolation: process`, the sandbox processes behind both engines.
+    sandbox: Option<Arc<code_runner_sandbox::Pool>>,
     runtimes_dir: PathBuf,
     scratch_root: Option<PathBuf>,
 }
@@ -40,23 +72,36 @@ impl Engines {
         warm_pool: bool,
         warm_up_bindings: impl Fn(Lang) -> Bindings,
     ) -> Result<Engines, RunnerError> {
-        let dir = python_dir.unwrap_or_else(code_runner_python::default_snapshot_dir);
-        let limits = code_runner_python::EngineLimits {
-            max_runtimes: config.max_runtimes,
-            max_memory_mb: config.max_memory_mb,
+        let (python, node, sandbox) = match crate::runtimes::isolation::isolation(config) {
+            Isolation::Process => {
+                crate::runtimes::isolation::load(config, python_dir, &runtimes_dir, !warm_pool)
+                    .await
+            }
+            Isolation::InProcess => {
+                let (python, node) = load_in_process(config, python_dir).await?;
+                (python, node, None)
+            }
         };
-        let python = tokio::task::spawn_blocking(move || {
-            code_runner_python::PythonEngine::load(&dir, limits)
-        })
-        .await
-        .map_err(|err| RunnerError::engine(format!("python engine loader panicked: {err}")))?
-        .map(|engine| Arc::new(engine) as Arc<dyn Engine>)
-        .map_err(|err| err.to_string());
-        let node = tokio::task::spawn_blocking(code_runner_v8::V8Engine::new)
-            .await
-            .map_err(|err| RunnerError::engine(format!("node engine loader panicked: {err}")))?
-            .map(|engine| Arc::new(engine.files_namespace(FILES_NAMESPACE)) as Arc<dyn Engine>)
-            .map_err(|err| err.to_string());
+        Engines::with(
+            config,
+            python,
+            node,
+            sandbox,
+            runtimes_dir,
+            warm_pool,
+            warm_up_bindings,
+        )
+    }
+
+    fn with(
+        config: &Config,
+        python: Result<Arc<dyn Engine>, String>,
+        node: Result<Arc<dyn Engine>, String>,
+        sandbox: Option<Arc<code_runner_sandbox::Pool>>,
+        runtimes_dir: PathBuf,
+        warm_pool: bool,
+        warm_up_bindings: impl Fn(Lang) -> Bindings,
+    ) -> Result<Engines, RunnerError> {
         for (lang, engine) in [(Lang::Python, &python), (Lang::Node, &node)] {
             if let Err(message) = engine {
                 tracing::warn!("{lang} engine unavailable: {message}");
@@ -65,6 +110,7 @@ impl Engines {
         let mut engines = Engines {
             python,
             node,
+            sandbox,
             node_pool: None,
             runtimes_dir,
             scratch_root: config.scratch_root.clone(),
@@ -172,7 +218,11 @@ impl Engines {
             Ok(_) => "ready".to_string(),
             Err(message) => format!("unavailable: {message}"),
         };
-        json!({ "python": status(&self.python), "node": status(&self.node) })
+        let isolation = match &self.sandbox {
+            Some(pool) => pool.health(),
+            None => json!({ "mode": "in-process" }),
+        };
+        json!({ "python": status(&self.python), "node": status(&self.node), "isolation": isolation })
     }
 
     /// Closes every pooled runtime.

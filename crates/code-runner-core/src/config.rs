@@ -136,6 +136,7 @@ pub struct Config {
 /// Where guest code runs (the `isolation` key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
+#[schemars(inline)]
 #[allow(
     missing_docs,
     reason = "variant docs would turn the schema's plain `enum` into `oneOf`"

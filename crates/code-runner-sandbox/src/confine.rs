@@ -404,7 +404,7 @@ fn filter() -> Result<BpfProgram, String> {
     let ioctl = [libc::FIONBIO, libc::FIOCLEX, libc::TCGETS, libc::FIONREAD]
         .into_iter()
         .map(|op| {
-            SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, op as u64)
+            SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, op)
                 .and_then(|c| SeccompRule::new(vec![c]))
                 .map_err(err)
         })

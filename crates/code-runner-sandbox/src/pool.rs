@@ -24,8 +24,12 @@ use crate::protocol::{
 /// How long a sandbox process may take to load its engines and confine itself.
 pub const BOOT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Bytes of binding-call arguments one sandbox process may have in flight
-/// in the worker at once (64 MiB); past it a call is refused at once.
+/// in the worker at once (64 MiB, each call charged at least 64 KiB, so at
+/// most 1024 calls); past it a call is refused at once.
 pub const MAX_CALL_BYTES_IN_FLIGHT: usize = 64 * 1024 * 1024;
+
+/// The least a binding call is charged against [`MAX_CALL_BYTES_IN_FLIGHT`].
+const CALL_FLOOR_BYTES: usize = 64 * 1024;
 
 /// How to start sandbox processes.
 #[derive(Debug, Clone)]
@@ -66,6 +70,9 @@ pub(crate) struct Conn {
     call_bytes: AtomicUsize,
     report: Mutex<Report>,
     probe: Mutex<Option<BTreeMap<String, String>>>,
+    /// Turns whose caller went away before the child answered: if one is
+    /// still unanswered [`crate::KILL_GRACE`] past its deadline, the child is stuck.
+    pub(crate) abandoned: Mutex<std::collections::HashSet<u64>>,
 }
 
 /// Reply kinds, so ids of different requests never meet.
@@ -212,6 +219,7 @@ pub(crate) async fn start(options: &SandboxOptions) -> Result<(Arc<Conn>, Report
         call_bytes: AtomicUsize::new(0),
         report: Mutex::new(report.clone()),
         probe: Mutex::new(None),
+        abandoned: Mutex::default(),
     });
     tokio::spawn(read_loop(conn.clone(), reader, exited));
     Ok((conn, report))
@@ -290,7 +298,10 @@ async fn read_loop(
 fn dispatch(conn: &Arc<Conn>, frame: Frame<FromChild>) {
     let key = match &frame.header {
         FromChild::Spawned { id, .. } => (SPAWN, *id),
-        FromChild::Outcome { turn, .. } => (TURN, *turn),
+        FromChild::Outcome { turn, .. } => {
+            lock(&conn.abandoned).remove(turn);
+            (TURN, *turn)
+        }
         FromChild::Closed { runtime } => (CLOSE, *runtime),
         FromChild::Live { turn, stderr } => {
             live(conn, *turn, *stderr, frame.blobs.first());
@@ -372,7 +383,9 @@ fn call(conn: &Arc<Conn>, message: FromChild) {
         }
         None => return reply(conn, Err(BindingError::message("the turn has ended"))),
     };
-    let bytes = code_runner_core::caps::serialized_len(&args) as usize;
+    // Each call is charged at least CALL_FLOOR_BYTES, so the budget bounds
+    // how many are in flight too (1024), not only their size.
+    let bytes = (code_runner_core::caps::serialized_len(&args) as usize).max(CALL_FLOOR_BYTES);
     if conn.call_bytes.fetch_add(bytes, Ordering::SeqCst) + bytes > MAX_CALL_BYTES_IN_FLIGHT {
         conn.call_bytes.fetch_sub(bytes, Ordering::SeqCst);
         return reply(

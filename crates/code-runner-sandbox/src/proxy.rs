@@ -143,8 +143,9 @@ impl SandboxRuntime {
             },
         );
         let ending = EndGuard {
-            conn,
+            conn: conn.clone(),
             turn,
+            deadline,
             answered: false,
         };
         conn.send(ToChild::Run {
@@ -159,7 +160,7 @@ impl SandboxRuntime {
         });
         let mut reply = std::pin::pin!(reply);
         let mut tick = tokio::time::interval(Duration::from_millis(5));
-        let mut abort_sent = false;
+        let (mut abort_sent, mut killed) = (false, false);
         let answer = loop {
             tokio::select! {
                 answer = &mut reply => break answer,
@@ -168,7 +169,8 @@ impl SandboxRuntime {
                         abort_sent = true;
                         conn.send(ToChild::Abort { turn });
                     }
-                    if Instant::now() > deadline + KILL_GRACE {
+                    if !killed && Instant::now() > deadline + KILL_GRACE {
+                        killed = true;
                         conn.kill("a turn went unanswered past its deadline");
                     }
                 }
@@ -189,21 +191,37 @@ impl SandboxRuntime {
     }
 }
 
-/// Forgets a turn when its future ends, and stops it in the child if it
-/// ended unanswered (the caller went away).
-struct EndGuard<'a> {
-    conn: &'a Conn,
+/// Forgets a turn when its future ends. A turn that ended unanswered (the
+/// caller, or the worker's own bound, went away) is stopped in the child,
+/// and if the child still has not answered it [`KILL_GRACE`] past its
+/// deadline, the child is presumed stuck and killed.
+struct EndGuard {
+    conn: Arc<Conn>,
     turn: u64,
+    deadline: Instant,
     answered: bool,
 }
 
-impl Drop for EndGuard<'_> {
+impl Drop for EndGuard {
     fn drop(&mut self) {
         lock(&self.conn.turns).remove(&self.turn);
-        if !self.answered {
-            self.conn.forget(TURN, self.turn);
-            self.conn.send(ToChild::Abort { turn: self.turn });
+        if self.answered {
+            return;
         }
+        self.conn.forget(TURN, self.turn);
+        lock(&self.conn.abandoned).insert(self.turn);
+        self.conn.send(ToChild::Abort { turn: self.turn });
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (conn, turn) = (self.conn.clone(), self.turn);
+        let until = tokio::time::Instant::from_std(self.deadline + KILL_GRACE);
+        runtime.spawn(async move {
+            tokio::time::sleep_until(until).await;
+            if lock(&conn.abandoned).remove(&turn) && !conn.is_dead() {
+                conn.kill("a turn went unanswered past its deadline");
+            }
+        });
     }
 }
 
@@ -280,6 +298,16 @@ impl Runtime for SandboxRuntime {
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             if self.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            // A node runtime holds no slot of the child's own (python's
+            // pooling allocator does): its close goes on in the child while
+            // the caller answers, which saves a one-shot run a round trip.
+            if self.lang == Lang::Node {
+                self.conn.send(ToChild::Close {
+                    runtime: self.handle,
+                });
+                self.release();
                 return;
             }
             if let Some(reply) = self.conn.expect(CLOSE, self.handle)

@@ -12,6 +12,7 @@
 //! Targets are printed beside the figures; they are goals, not assertions.
 
 mod collect;
+mod isolation;
 mod measure;
 mod native;
 mod profiles;
@@ -58,6 +59,10 @@ pub struct BenchArgs {
     /// Instead of the figures: N one-shot runs and N kept-runtime turns, then RSS against its baseline.
     #[arg(long, value_name = "N")]
     pub soak: Option<usize>,
+    /// Instead of the figures: one-shot p50 and throughput with `isolation: process` beside
+    /// in-process, RSS per sandbox process, and the time to replace a dead one.
+    #[arg(long)]
+    pub isolation: bool,
 }
 
 /// How many of each thing to do.
@@ -134,6 +139,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let data = tempfile::Builder::new()
         .prefix("code-runner-bench-")
         .tempdir()?;
+    if args.isolation {
+        let figures = isolation::compare(plan.latency, data.path()).await?;
+        std::fs::write(&args.out, serde_json::to_string_pretty(&figures)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let config = Config {
         max_runtimes: 64,
         max_timeout_ms: 60_000,

@@ -166,6 +166,35 @@ impl StreamBuffer {
         self.tail.extend(bytes);
     }
 
+    /// The bytes kept from the start, those kept from the end, and the
+    /// total written: what a buffer is, to carry it across a process
+    /// boundary ([`StreamBuffer::from_parts`] rebuilds it).
+    pub fn parts(&self) -> (&[u8], Vec<u8>, u64) {
+        (&self.head, self.tail.iter().copied().collect(), self.total)
+    }
+
+    /// A buffer for `stream` with budget `cap` holding what another
+    /// buffer's [`StreamBuffer::parts`] gave. Parts larger than this
+    /// budget are cut as [`StreamBuffer::push`] would have kept them (the
+    /// head's start, the tail's end), and the total is at least what is
+    /// held, so a hostile sender can neither grow the buffer past its budget
+    /// nor make it claim less than it holds.
+    pub fn from_parts(
+        stream: Stream,
+        cap: Option<usize>,
+        mut head: Vec<u8>,
+        tail: Vec<u8>,
+        total: u64,
+    ) -> Self {
+        let mut buffer = StreamBuffer::new(stream, cap);
+        head.truncate(buffer.head_budget);
+        let skip = tail.len().saturating_sub(buffer.tail_budget);
+        buffer.tail = tail[skip..].iter().copied().collect();
+        buffer.total = total.max((head.len() + buffer.tail.len()) as u64);
+        buffer.head = head;
+        buffer
+    }
+
     /// Bytes written so far, including those discarded.
     pub fn total_bytes(&self) -> u64 {
         self.total
@@ -360,6 +389,28 @@ mod tests {
             buf.render()
                 .contains("[…stderr truncated: was ~0 KB; middle omitted]")
         );
+    }
+
+    /// A buffer rebuilt from its parts renders the same text, marker and
+    /// all; oversize parts are cut to the budget.
+    #[test]
+    fn parts_rebuild_the_same_buffer() {
+        for count in [3u32, 10_000] {
+            let mut buf = StreamBuffer::new(Stream::Stdout, Some(100));
+            for i in 0..count {
+                buf.push(format!("{i:05}\n").as_bytes());
+            }
+            let (head, tail, total) = buf.parts();
+            let back =
+                StreamBuffer::from_parts(Stream::Stdout, Some(100), head.to_vec(), tail, total);
+            assert_eq!(back.render(), buf.render());
+            assert_eq!(back.total_bytes(), buf.total_bytes());
+            assert_eq!(back.truncated(), buf.truncated());
+        }
+        let hostile =
+            StreamBuffer::from_parts(Stream::Stderr, Some(10), vec![b'h'; 50], vec![b't'; 50], 0);
+        assert_eq!(hostile.head.len() + hostile.tail.len(), 10);
+        assert!(hostile.total_bytes() >= 10);
     }
 
     /// A cut through a multi-byte character never yields a replacement char.

@@ -52,6 +52,9 @@ pub const MAX_RUNTIMES_CEILING: usize = 4096;
 pub const DEFAULT_MAX_IMAGES: u64 = 8;
 /// Most image data (base64 bytes) a run response carries by default: 4 MiB.
 pub const DEFAULT_MAX_IMAGE_BYTES: u64 = 4 * 1024 * 1024;
+/// The most sandbox processes `sandbox_processes` may ask for: each loads
+/// both engines (tens of MiB resident before any runtime).
+pub const MAX_SANDBOX_PROCESSES: usize = 256;
 
 /// The keys that apply to the very next call when the configuration changes.
 ///
@@ -124,6 +127,15 @@ pub struct Config {
     /// Interpreters kept booted for one-shot runs at the default memory (default 2; 0 disables).
     /// They hold no `max_runtimes` slot until a run takes one. Applies at the next start.
     pub warm_pool: usize,
+    /// Where guest code runs: `in-process` (default: V8 isolates and
+    /// wasmtime instances in the worker's own process) or `process` (both
+    /// engines in confined sandbox processes, a second layer under the
+    /// first). Applies at the next start.
+    pub isolation: Isolation,
+    /// With `isolation: process`, how many sandbox processes to keep; 0 (the
+    /// default) means one per CPU. Applies at the next start.
+    #[schemars(range(max = MAX_SANDBOX_PROCESSES))]
+    pub sandbox_processes: usize,
     /// Namespaces a host call created that guest code may still register
     /// into and tear down (default none). Applies to the next call.
     pub guest_writable_namespaces: Vec<String>,
@@ -151,6 +163,44 @@ pub enum PythonInterpreter {
     Data,
 }
 
+/// Where guest code runs (the `isolation` key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+#[schemars(inline)]
+#[allow(
+    missing_docs,
+    reason = "variant docs would turn the schema's plain `enum` into `oneOf`"
+)]
+pub enum Isolation {
+    // In the worker's own process.
+    #[default]
+    InProcess,
+    // In confined sandbox processes.
+    Process,
+}
+
+impl Isolation {
+    /// The configuration's spelling: `in-process` or `process`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::InProcess => "in-process",
+            Isolation::Process => "process",
+        }
+    }
+}
+
+impl std::str::FromStr for Isolation {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "in-process" => Ok(Isolation::InProcess),
+            "process" => Ok(Isolation::Process),
+            other => Err(format!("isolation `{other}` is not in-process or process")),
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -171,6 +221,8 @@ impl Default for Config {
             python_interpreter: PythonInterpreter::Auto,
             max_memory_mb: DEFAULT_MAX_MEMORY_MB,
             warm_pool: DEFAULT_WARM_POOL,
+            isolation: Isolation::InProcess,
+            sandbox_processes: 0,
             guest_writable_namespaces: Vec::new(),
             guest_trigger_types: Vec::new(),
         }

@@ -358,6 +358,13 @@ pub trait Runtime: Send + Sync {
         Box::pin(async move { (self.run(turn).await, TurnImages::default()) })
     }
 
+    /// Whether the runtime is gone for good without being closed (its
+    /// sandbox process died): every later turn faults, so its owner should
+    /// let go of it. In-process runtimes never are.
+    fn is_gone(&self) -> bool {
+        false
+    }
+
     /// Stops any running turn and frees the runtime; resolves once it is gone.
     fn close(&self) -> BoxFuture<'_, ()>;
 }

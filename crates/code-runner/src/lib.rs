@@ -41,4 +41,5 @@ mod worker;
 pub use bus::CallError;
 pub use bus::names;
 pub use edge::{http, iii, logging, mcp};
+pub use runtimes::isolation::{SANDBOX_ROLE, set_isolation, set_sandbox_program};
 pub use worker::{Worker, WorkerOptions};

@@ -14,6 +14,7 @@ use crate::edge::iii::IiiOptions;
 use crate::worker::{Worker, WorkerOptions};
 
 mod call;
+pub mod sandbox;
 pub use call::payload;
 use call::{call_local, call_remote, call_through_iii};
 
@@ -59,6 +60,10 @@ enum Command {
         /// Open connections at most; past it the longest-open idle one is closed.
         #[arg(long, default_value_t = crate::edge::http::DEFAULT_MAX_CONNECTIONS)]
         max_connections: usize,
+        /// Where guest code runs: in-process, or process (confined sandbox
+        /// processes); overrides the configuration's `isolation`.
+        #[arg(long, value_name = "in-process|process")]
+        isolation: Option<code_runner_core::Isolation>,
     },
     /// Serve MCP on stdin and stdout (for an agent host that starts this
     /// program); logs go to stderr.
@@ -75,6 +80,10 @@ enum Command {
         /// This worker's name on the engine; unique per engine (default code-runner-<host>-<pid>).
         #[arg(long, env = "III_WORKER_NAME")]
         worker_name: Option<String>,
+        /// Where guest code runs: in-process, or process (confined sandbox
+        /// processes); overrides the configuration's `isolation`.
+        #[arg(long, value_name = "in-process|process")]
+        isolation: Option<code_runner_core::Isolation>,
     },
     /// Call a function and print its answer as JSON: in-process, or on a server with --url.
     Call {
@@ -100,6 +109,10 @@ enum Command {
         /// YAML configuration for an in-process call.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Where guest code runs: in-process, or process (confined sandbox
+        /// processes); overrides the configuration's `isolation`.
+        #[arg(long, value_name = "in-process|process")]
+        isolation: Option<code_runner_core::Isolation>,
     },
 }
 
@@ -108,6 +121,14 @@ enum Command {
 /// # Errors
 /// Start-up failures (bad configuration, locked data directory, bind errors).
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let isolation = match &cli.command {
+        Command::Serve { isolation, .. }
+        | Command::Mcp { isolation, .. }
+        | Command::Call { isolation, .. } => *isolation,
+    };
+    if let Some(isolation) = isolation {
+        crate::runtimes::isolation::set_isolation(isolation);
+    }
     match cli.command {
         Command::Serve {
             listen,
@@ -119,6 +140,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             allow_origins,
             allow_hosts,
             max_connections,
+            isolation: _,
         } => {
             let iii = engine.map(|url| IiiOptions {
                 url,
@@ -138,6 +160,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             config,
             engine,
             worker_name,
+            isolation: _,
         } => {
             let iii = engine.map(|url| IiiOptions {
                 url,
@@ -154,6 +177,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             timeout_ms,
             data_dir,
             config,
+            isolation: _,
         } => {
             let payload = payload(json.as_deref(), &args)?;
             let answer = match (url, engine) {

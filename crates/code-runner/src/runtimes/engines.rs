@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use code_runner_core::{
-    Bindings, Config, DEFAULT_MEMORY_MB, Engine, Lang, PythonInterpreter, RunnerError,
+    Bindings, Config, DEFAULT_MEMORY_MB, Engine, Isolation, Lang, PythonInterpreter, RunnerError,
     RuntimeOptions,
 };
 use serde_json::{Value, json};
@@ -20,7 +20,7 @@ pub const FILES_NAMESPACE: &str = "iii";
 /// Loads the python engine: the lean interpreter from `dir` when one is
 /// given (`--python-wasm`), else the interpreter the configuration chooses
 /// from its default location. Answers the engine and its interpreter's name.
-fn load_python(
+pub(crate) fn load_python(
     dir: Option<PathBuf>,
     choice: PythonInterpreter,
     limits: code_runner_python::EngineLimits,
@@ -45,6 +45,46 @@ fn load_python(
     Ok((engine, name))
 }
 
+/// Loads both engines into this process (`isolation: in-process`), and
+/// names python's interpreter.
+async fn load_in_process(
+    config: &Config,
+    python_dir: Option<PathBuf>,
+) -> Result<Loaded, RunnerError> {
+    let limits = code_runner_python::EngineLimits {
+        max_runtimes: config.max_runtimes,
+        max_memory_mb: config.max_memory_mb,
+    };
+    let choice = config.python_interpreter;
+    let python = tokio::task::spawn_blocking(move || load_python(python_dir, choice, limits))
+        .await
+        .map_err(|err| RunnerError::engine(format!("python engine loader panicked: {err}")))?;
+    let interpreter = python.as_ref().ok().map(|(_, name)| *name);
+    let python = python
+        .map(|(engine, _)| Arc::new(engine) as Arc<dyn Engine>)
+        .map_err(|err| err.to_string());
+    let node = tokio::task::spawn_blocking(code_runner_v8::V8Engine::new)
+        .await
+        .map_err(|err| RunnerError::engine(format!("node engine loader panicked: {err}")))?
+        .map(|engine| Arc::new(engine.files_namespace(FILES_NAMESPACE)) as Arc<dyn Engine>)
+        .map_err(|err| err.to_string());
+    Ok(Loaded {
+        python,
+        python_interpreter: interpreter,
+        node,
+        sandbox: None,
+    })
+}
+
+/// What loading the engines answers, in either mode.
+pub(crate) struct Loaded {
+    pub python: Result<Arc<dyn Engine>, String>,
+    /// Which interpreter python runs (`lean`, `data`), once it loaded.
+    pub python_interpreter: Option<&'static str>,
+    pub node: Result<Arc<dyn Engine>, String>,
+    pub sandbox: Option<Arc<code_runner_sandbox::Pool>>,
+}
+
 /// Both engines (or why one is unavailable) and their warm pools.
 pub struct Engines {
     python: Result<Arc<dyn Engine>, String>,
@@ -52,6 +92,8 @@ pub struct Engines {
     python_interpreter: Option<&'static str>,
     node: Result<Arc<dyn Engine>, String>,
     node_pool: Option<Arc<WarmPool>>,
+    /// With `isolation: process`, the sandbox processes behind both engines.
+    sandbox: Option<Arc<code_runner_sandbox::Pool>>,
     runtimes_dir: PathBuf,
     scratch_root: Option<PathBuf>,
 }
@@ -71,23 +113,29 @@ impl Engines {
         warm_pool: bool,
         warm_up_bindings: impl Fn(Lang) -> Bindings,
     ) -> Result<Engines, RunnerError> {
-        let limits = code_runner_python::EngineLimits {
-            max_runtimes: config.max_runtimes,
-            max_memory_mb: config.max_memory_mb,
+        let loaded = match crate::runtimes::isolation::isolation(config) {
+            Isolation::Process => {
+                crate::runtimes::isolation::load(config, python_dir, &runtimes_dir, !warm_pool)
+                    .await
+            }
+            Isolation::InProcess => load_in_process(config, python_dir).await?,
         };
-        let choice = config.python_interpreter;
-        let python = tokio::task::spawn_blocking(move || load_python(python_dir, choice, limits))
-            .await
-            .map_err(|err| RunnerError::engine(format!("python engine loader panicked: {err}")))?;
-        let python_interpreter = python.as_ref().ok().map(|(_, name)| *name);
-        let python = python
-            .map(|(engine, _)| Arc::new(engine) as Arc<dyn Engine>)
-            .map_err(|err| err.to_string());
-        let node = tokio::task::spawn_blocking(code_runner_v8::V8Engine::new)
-            .await
-            .map_err(|err| RunnerError::engine(format!("node engine loader panicked: {err}")))?
-            .map(|engine| Arc::new(engine.files_namespace(FILES_NAMESPACE)) as Arc<dyn Engine>)
-            .map_err(|err| err.to_string());
+        Engines::with(config, loaded, runtimes_dir, warm_pool, warm_up_bindings)
+    }
+
+    fn with(
+        config: &Config,
+        loaded: Loaded,
+        runtimes_dir: PathBuf,
+        warm_pool: bool,
+        warm_up_bindings: impl Fn(Lang) -> Bindings,
+    ) -> Result<Engines, RunnerError> {
+        let Loaded {
+            python,
+            python_interpreter,
+            node,
+            sandbox,
+        } = loaded;
         for (lang, engine) in [(Lang::Python, &python), (Lang::Node, &node)] {
             if let Err(message) = engine {
                 tracing::warn!("{lang} engine unavailable: {message}");
@@ -100,6 +148,7 @@ impl Engines {
             python,
             python_interpreter,
             node,
+            sandbox,
             node_pool: None,
             runtimes_dir,
             scratch_root: config.scratch_root.clone(),
@@ -212,10 +261,15 @@ impl Engines {
             Ok(_) => "ready".to_string(),
             Err(message) => format!("unavailable: {message}"),
         };
+        let isolation = match &self.sandbox {
+            Some(pool) => pool.health(),
+            None => json!({ "mode": "in-process" }),
+        };
         json!({
             "python": status(&self.python),
             "python_interpreter": self.python_interpreter,
             "node": status(&self.node),
+            "isolation": isolation,
         })
     }
 

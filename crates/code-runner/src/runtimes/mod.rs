@@ -4,6 +4,7 @@
 
 pub(crate) mod bounded;
 pub(crate) mod engines;
+pub(crate) mod isolation;
 pub(crate) mod lineage;
 pub(crate) mod pool;
 pub(crate) mod registry;

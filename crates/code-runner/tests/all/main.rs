@@ -26,6 +26,8 @@ mod slots;
 mod hardening;
 // Runs that lose their caller, and the privacy of runtime directories.
 mod lifetimes;
+// `isolation: process`: sandbox processes, their faults and their confinement.
+mod isolation;
 
 // — Guest code on the bus —
 // The bus bridge rules, and what belongs to the operator.

@@ -83,6 +83,16 @@ impl Bounded {
         self.runtime.lang() == Lang::Python || !matches!(task, Task::Invoke { .. })
     }
 
+    /// Gives up a runtime that is gone without a close (its sandbox
+    /// process died): the worker lets go of it as of a lost one.
+    fn give_up(&self, why: &str) {
+        if self.lost.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        tracing::warn!(lang = %self.runtime.lang(), "a runtime is gone: {why}; it is discarded");
+        (self.on_lost)();
+    }
+
     /// Gives the runtime up: closes it in the background and tells the worker.
     fn lose(&self) {
         if self.lost.swap(true, Ordering::SeqCst) {
@@ -115,13 +125,21 @@ impl Runtime for Bounded {
                 true => Some(self.order.lock().await),
                 false => None,
             };
+            if self.runtime.is_gone() {
+                self.give_up("its sandbox process died");
+            }
             if self.lost.load(Ordering::SeqCst) {
                 turn.abort.abort();
                 return (outcome(cap, Fault::Aborted), TurnImages::default());
             }
             let budget = turn.timeout;
             match run_within(self.runtime.as_ref(), turn).await {
-                Some(answer) => answer,
+                Some(answer) => {
+                    if self.runtime.is_gone() {
+                        self.give_up("its sandbox process died");
+                    }
+                    answer
+                }
                 None => {
                     self.lose();
                     (

@@ -13,6 +13,19 @@ use super::{
     post_raw, tempdir,
 };
 
+/// `yaml` with `isolation: process` added when the test run asks for it
+/// (`CODE_RUNNER_TEST_ISOLATION=process`, to pass a suite such as the
+/// fault matrix through sandbox processes), and the sandbox program set to
+/// the real binary (this test binary is not `code-runner`).
+pub fn with_test_isolation(yaml: &str) -> String {
+    code_runner::set_sandbox_program(env!("CARGO_BIN_EXE_code-runner").into());
+    let asked = std::env::var("CODE_RUNNER_TEST_ISOLATION").is_ok_and(|mode| mode == "process");
+    match asked && !yaml.contains("isolation:") {
+        true => format!("isolation: process\n{yaml}"),
+        false => yaml.to_string(),
+    }
+}
+
 /// How a [`Server`] runs its worker.
 enum Backend {
     /// A `Worker` in this process, served by `code_runner::http::serve`.
@@ -47,7 +60,8 @@ impl Server {
 
     /// An in-process worker configured by `yaml`, served with `http`'s edge rules.
     pub async fn with_http(yaml: &str, http: HttpOptions) -> Server {
-        let config = Config::from_yaml(yaml).expect("test configuration");
+        let yaml = with_test_isolation(yaml);
+        let config = Config::from_yaml(&yaml).expect("test configuration");
         let temp = tempdir();
         let data_dir = temp.path().join("data");
         let worker = Worker::start(WorkerOptions {

@@ -1,0 +1,403 @@
+//! The sandbox process's side: read the worker's [`Init`], confine, load the
+//! engines, then serve frames until the worker closes the socket.
+//!
+//! The child holds runtimes by the worker's handles and knows nothing else:
+//! no runtime ids, no configuration beyond what loading needs, no
+//! functions (a binding is a name; calling it is a frame to the worker).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use code_runner_core::caps::{LiveOutput, Stream};
+use code_runner_core::{
+    AbortSignal, BindingError, BindingNamespace, Bindings, Engine, Fault, Lang, Runtime,
+    TurnEnding, TurnImages, TurnOutcome, TurnSpec,
+};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::confine::{self, SOCKET_FD};
+use crate::protocol::Report;
+use crate::protocol::{
+    self, ErrorWire, Frame, FromChild, Init, MAX_PARENT_FRAME_BYTES, NamespaceWire, OutcomeWire,
+    ToChild,
+};
+
+/// The engines a sandbox process hosts, as the worker's loader made them:
+/// each language's engine, or why it is unavailable.
+pub type LoadedEngines = Vec<(Lang, Result<Arc<dyn Engine>, String>)>;
+
+/// Runs a sandbox process on the socket at descriptor 3: reads the
+/// [`Init`], confines the process (first step on this, its only thread),
+/// starts the async runtime, calls `load` inside it, applies seccomp to
+/// every thread, reports `Ready` and serves. Returns the process's exit
+/// status (0 when the worker closed the socket).
+pub fn main(load: impl FnOnce(&Init) -> LoadedEngines) -> i32 {
+    // SAFETY: the worker passes the socket as descriptor 3 and nothing else owns it.
+    let socket = unsafe { OwnedFd::from_raw_fd(SOCKET_FD) };
+    let mut stream = std::os::unix::net::UnixStream::from(socket);
+    let init = match read_init(&mut stream) {
+        Ok(init) => init,
+        Err(why) => {
+            tracing::error!("sandbox process: no init frame: {why}");
+            return 2;
+        }
+    };
+    let mut report = confine::before_threads(&init);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            tracing::error!("sandbox process: no async runtime: {err}");
+            return 2;
+        }
+    };
+    runtime.block_on(async move {
+        let engines = load(&init);
+        confine::seccomp(&mut report);
+        if stream.set_nonblocking(true).is_err() {
+            return 2;
+        }
+        let Ok(stream) = tokio::net::UnixStream::from_std(stream) else {
+            return 2;
+        };
+        serve(stream, engines, report, init.probe).await;
+        0
+    })
+}
+
+fn read_init(stream: &mut std::os::unix::net::UnixStream) -> Result<Init, String> {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).map_err(|e| e.to_string())?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > 1 << 20 {
+        return Err(format!("an init frame of {len} bytes"));
+    }
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body).map_err(|e| e.to_string())?;
+    protocol::decode::<Init>(&body)
+        .map(|frame| frame.header)
+        .map_err(|err| format!("{err:?}"))
+}
+
+/// What the serving tasks share.
+struct State {
+    engines: LoadedEngines,
+    runtimes: Mutex<HashMap<u64, Arc<dyn Runtime>>>,
+    aborts: Mutex<HashMap<u64, AbortSignal>>,
+    calls: Mutex<HashMap<u64, oneshot::Sender<Result<Value, BindingError>>>>,
+    next_call: AtomicU64,
+    out: mpsc::UnboundedSender<Vec<u8>>,
+}
+
+impl State {
+    fn send(&self, frame: Frame<FromChild>) {
+        let _ = self.out.send(frame.encode());
+    }
+}
+
+async fn serve(
+    stream: tokio::net::UnixStream,
+    engines: LoadedEngines,
+    report: Report,
+    probe: bool,
+) {
+    let (mut reader, mut writer) = stream.into_split();
+    let (out, mut frames) = mpsc::unbounded_channel::<Vec<u8>>();
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        while let Some(bytes) = frames.recv().await {
+            if writer.write_all(&bytes).await.is_err() {
+                break;
+            }
+        }
+    });
+    let state = Arc::new(State {
+        engines,
+        runtimes: Mutex::default(),
+        aborts: Mutex::default(),
+        calls: Mutex::default(),
+        next_call: AtomicU64::new(1),
+        out,
+    });
+    state.send(Frame::new(FromChild::Ready { report }));
+    if probe {
+        state.send(Frame::new(FromChild::Probe {
+            results: probe_confinement(),
+        }));
+    }
+    loop {
+        let frame =
+            match protocol::read_frame::<ToChild, _>(&mut reader, MAX_PARENT_FRAME_BYTES).await {
+                Ok(frame) => frame,
+                // The worker went away (or broke the protocol): nothing is left to serve.
+                Err(_) => std::process::exit(0),
+            };
+        handle(&state, frame.header);
+    }
+}
+
+fn handle(state: &Arc<State>, message: ToChild) {
+    match message {
+        ToChild::Spawn { id, lang, options } => {
+            let state = state.clone();
+            tokio::spawn(async move {
+                let engine = state.engines.iter().find(|(l, _)| *l == lang);
+                let result = match engine {
+                    Some((_, Ok(engine))) => engine.spawn(options.into()).await,
+                    Some((_, Err(why))) => Err(code_runner_core::RunnerError::engine(why.clone())),
+                    None => Err(code_runner_core::RunnerError::engine(format!(
+                        "no {lang} engine in this sandbox process"
+                    ))),
+                };
+                let error = match result {
+                    Ok(runtime) => {
+                        lock(&state.runtimes).insert(id, runtime);
+                        None
+                    }
+                    Err(err) => Some(ErrorWire::from(&err)),
+                };
+                state.send(Frame::new(FromChild::Spawned { id, error }));
+            });
+        }
+        ToChild::Run {
+            turn,
+            runtime,
+            task,
+            timeout_ms,
+            max_stream_bytes,
+            bindings,
+            live,
+            images,
+        } => {
+            let state = state.clone();
+            tokio::spawn(async move {
+                let (outcome, shots) = run(
+                    &state,
+                    turn,
+                    runtime,
+                    TurnParts {
+                        task: task.into(),
+                        timeout_ms,
+                        max_stream_bytes,
+                        bindings,
+                        live,
+                        images,
+                    },
+                )
+                .await;
+                state.send(outcome_frame(turn, &outcome, shots));
+            });
+        }
+        ToChild::Abort { turn } => {
+            if let Some(signal) = lock(&state.aborts).get(&turn) {
+                signal.abort();
+            }
+        }
+        ToChild::Close { runtime } => {
+            let state = state.clone();
+            tokio::spawn(async move {
+                let found = lock(&state.runtimes).remove(&runtime);
+                if let Some(found) = found {
+                    found.close().await;
+                }
+                state.send(Frame::new(FromChild::Closed { runtime }));
+            });
+        }
+        ToChild::Reply { call, answer } => {
+            if let Some(waiter) = lock(&state.calls).remove(&call) {
+                let _ = waiter.send(answer.map_err(BindingError::from));
+            }
+        }
+    }
+}
+
+struct TurnParts {
+    task: code_runner_core::Task,
+    timeout_ms: u64,
+    max_stream_bytes: Option<usize>,
+    bindings: Vec<NamespaceWire>,
+    live: bool,
+    images: bool,
+}
+
+async fn run(
+    state: &Arc<State>,
+    turn: u64,
+    runtime: u64,
+    parts: TurnParts,
+) -> (TurnOutcome, TurnImages) {
+    let cap = parts.max_stream_bytes;
+    let fault = |fault: Fault| {
+        (
+            TurnOutcome {
+                stdout: code_runner_core::caps::StreamBuffer::new(Stream::Stdout, cap),
+                stderr: code_runner_core::caps::StreamBuffer::new(Stream::Stderr, cap),
+                ending: TurnEnding::Faulted(fault),
+                denied: false,
+                usage: Default::default(),
+            },
+            TurnImages::default(),
+        )
+    };
+    let Some(target) = lock(&state.runtimes).get(&runtime).cloned() else {
+        return fault(Fault::Aborted);
+    };
+    let bindings = match forwarding_bindings(state, turn, parts.bindings) {
+        Ok(bindings) => bindings,
+        Err(err) => return fault(Fault::Protocol(err.message)),
+    };
+    let abort = AbortSignal::new();
+    lock(&state.aborts).insert(turn, abort.clone());
+    let live = parts.live.then(|| {
+        let out = state.out.clone();
+        LiveOutput::new(move |stream, bytes| {
+            let frame = Frame {
+                header: FromChild::Live {
+                    turn,
+                    stderr: stream == Stream::Stderr,
+                },
+                blobs: vec![bytes.to_vec()],
+            };
+            let _ = out.send(frame.encode());
+        })
+    });
+    let spec = TurnSpec {
+        task: parts.task,
+        timeout: std::time::Duration::from_millis(parts.timeout_ms),
+        bindings,
+        max_stream_bytes: cap,
+        abort,
+        live,
+    };
+    let answer = match parts.images {
+        true => target.run_with_images(spec).await,
+        false => (target.run(spec).await, TurnImages::default()),
+    };
+    lock(&state.aborts).remove(&turn);
+    answer
+}
+
+/// The turn's namespaces with every function a call to the worker.
+fn forwarding_bindings(
+    state: &Arc<State>,
+    turn: u64,
+    namespaces: Vec<NamespaceWire>,
+) -> Result<Bindings, code_runner_core::RunnerError> {
+    let mut built = Vec::with_capacity(namespaces.len());
+    for ns in namespaces {
+        let mut namespace = BindingNamespace::new(ns.global.clone());
+        for name in ns.functions {
+            let (state, global, member) = (state.clone(), ns.global.clone(), name.clone());
+            namespace = namespace.function(name, move |args, call| {
+                let (state, global, member) = (state.clone(), global.clone(), member.clone());
+                async move {
+                    let id = state.next_call.fetch_add(1, Ordering::Relaxed);
+                    let (tx, rx) = oneshot::channel();
+                    lock(&state.calls).insert(id, tx);
+                    let remaining = call.deadline.saturating_duration_since(Instant::now());
+                    state.send(Frame::new(FromChild::Call {
+                        call: id,
+                        turn,
+                        global,
+                        member,
+                        args,
+                        remaining_ms: u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX),
+                    }));
+                    rx.await
+                        .unwrap_or_else(|_| Err(BindingError::message("the worker went away")))
+                }
+            });
+        }
+        namespace.registrars = ns.registrars.into_iter().collect();
+        namespace.values = ns.values;
+        if let Some((name, property)) = ns.error_class {
+            namespace = namespace.error_class(name, property);
+        }
+        built.push(namespace);
+    }
+    Bindings::new(built)
+}
+
+fn outcome_frame(turn: u64, outcome: &TurnOutcome, images: TurnImages) -> Frame<FromChild> {
+    let (out_head, out_tail, out_total) = outcome.stdout.parts();
+    let (err_head, err_tail, err_total) = outcome.stderr.parts();
+    Frame {
+        header: FromChild::Outcome {
+            turn,
+            outcome: OutcomeWire {
+                stdout_total: out_total,
+                stderr_total: err_total,
+                ending: (&outcome.ending).into(),
+                denied: outcome.denied,
+                cpu_ns: outcome.usage.cpu_ns,
+                peak_memory_bytes: outcome.usage.peak_memory_bytes,
+                images: images
+                    .images
+                    .into_iter()
+                    .map(|i| (i.mime_type, i.data))
+                    .collect(),
+                images_omitted: images.omitted,
+            },
+        },
+        blobs: vec![out_head.to_vec(), out_tail, err_head.to_vec(), err_tail],
+    }
+}
+
+/// Test role: what confinement forbids, attempted; each entry says what the kernel answered.
+fn probe_confinement() -> BTreeMap<String, String> {
+    let answer = |ok: bool| match ok {
+        true => "allowed".to_string(),
+        false => format!("refused: {}", std::io::Error::last_os_error()),
+    };
+    let mut results = BTreeMap::new();
+    // SAFETY: socket takes integers; a descriptor it returns is closed at exit.
+    let socket = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+    results.insert("socket".to_string(), answer(socket >= 0));
+    let path = c"/bin/true";
+    let argv = [path.as_ptr(), std::ptr::null()];
+    let envp = [std::ptr::null()];
+    // SAFETY: the arguments are NUL-terminated and the arrays null-terminated; on success the
+    // process image is replaced (the probe then never answers, which the test sees).
+    let exec = unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+    results.insert("execve".to_string(), answer(exec == 0));
+    let opened = std::fs::File::open("/etc/passwd");
+    results.insert(
+        "open_host_file".to_string(),
+        match opened {
+            Ok(_) => "allowed".to_string(),
+            Err(err) => format!("refused: {err}"),
+        },
+    );
+    let written = std::fs::write("/tmp/code-runner-sandbox-probe", b"x");
+    results.insert(
+        "write_host_file".to_string(),
+        match written {
+            Ok(()) => "allowed".to_string(),
+            Err(err) => format!("refused: {err}"),
+        },
+    );
+    // SAFETY: ptrace(PTRACE_TRACEME) takes integers.
+    let traced = unsafe { libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) };
+    results.insert("ptrace".to_string(), answer(traced == 0));
+    // SAFETY: unshare changes only this process's namespaces.
+    let unshared = unsafe { libc::unshare(libc::CLONE_NEWNS) };
+    results.insert("unshare".to_string(), answer(unshared == 0));
+    // SAFETY: kill with signal 0 only checks permission.
+    let signalled = unsafe { libc::kill(1, 0) };
+    results.insert("kill_init".to_string(), answer(signalled == 0));
+    results
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -1,0 +1,334 @@
+//! The engine seam over the socket: [`SandboxEngine`] and its runtimes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use code_runner_core::caps::{Stream, StreamBuffer, UNCAPPED_STREAM_CEILING};
+use code_runner_core::{
+    BoxFuture, Engine, Fault, Lang, RunnerError, Runtime, RuntimeOptions, TurnEnding, TurnImages,
+    TurnOutcome, TurnSpec, TurnUsage,
+};
+
+use crate::pool::{CLOSE, Conn, Pool, SPAWN, TURN, TurnContext, lock};
+use crate::protocol::{Frame, FromChild, NamespaceWire, OutcomeWire, ToChild};
+
+/// How long past its deadline a turn may go unanswered before its sandbox
+/// process is presumed stuck and killed (with every runtime it holds). Longer
+/// than the worker's own bound (2 s), which answers and lets go of the
+/// runtime first; this one frees the process.
+pub const KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// An [`Engine`] whose runtimes live in sandbox processes.
+pub struct SandboxEngine {
+    lang: Lang,
+    pool: Arc<Pool>,
+}
+
+impl SandboxEngine {
+    /// The engine of `lang` over `pool`.
+    pub fn new(lang: Lang, pool: Arc<Pool>) -> Self {
+        SandboxEngine { lang, pool }
+    }
+}
+
+impl Engine for SandboxEngine {
+    fn lang(&self) -> Lang {
+        self.lang
+    }
+
+    fn spawn(
+        &self,
+        options: RuntimeOptions,
+    ) -> BoxFuture<'_, Result<Arc<dyn Runtime>, RunnerError>> {
+        Box::pin(async move {
+            let conn = self.pool.place().await?;
+            let id = self.pool.next_id();
+            conn.load.fetch_add(1, Ordering::SeqCst);
+            let runtime = SandboxRuntime {
+                lang: self.lang,
+                conn: conn.clone(),
+                handle: id,
+                pool: self.pool.clone(),
+                closed: AtomicBool::new(false),
+            };
+            let Some(reply) = conn.expect(SPAWN, id) else {
+                runtime.release();
+                return Err(RunnerError::engine(conn.death()));
+            };
+            conn.send(ToChild::Spawn {
+                id,
+                lang: self.lang,
+                options: (&options).into(),
+            });
+            match reply.await {
+                Ok(Frame {
+                    header: FromChild::Spawned { error: None, .. },
+                    ..
+                }) => Ok(Arc::new(runtime) as Arc<dyn Runtime>),
+                Ok(Frame {
+                    header:
+                        FromChild::Spawned {
+                            error: Some(err), ..
+                        },
+                    ..
+                }) => {
+                    runtime.release();
+                    Err(err.into())
+                }
+                _ => {
+                    runtime.release();
+                    Err(RunnerError::engine(conn.death()))
+                }
+            }
+        })
+    }
+}
+
+/// A runtime in a sandbox process, pinned to it for its life.
+pub struct SandboxRuntime {
+    lang: Lang,
+    conn: Arc<Conn>,
+    handle: u64,
+    pool: Arc<Pool>,
+    closed: AtomicBool,
+}
+
+impl SandboxRuntime {
+    /// The pid of the process that holds it.
+    pub fn pid(&self) -> u32 {
+        self.conn.pid
+    }
+
+    fn release(&self) {
+        if !self.closed.swap(true, Ordering::SeqCst) {
+            self.conn.load.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    async fn turn(&self, spec: TurnSpec, images: bool) -> (TurnOutcome, TurnImages) {
+        let cap = spec.max_stream_bytes;
+        let conn = &self.conn;
+        if self.closed.load(Ordering::SeqCst) || conn.is_dead() {
+            return (faulted(cap, Fault::Aborted), TurnImages::default());
+        }
+        let turn = self.pool.next_id();
+        let Some(reply) = conn.expect(TURN, turn) else {
+            return (faulted(cap, Fault::Aborted), TurnImages::default());
+        };
+        let deadline = Instant::now() + spec.timeout;
+        let budget = cap.unwrap_or(UNCAPPED_STREAM_CEILING);
+        let bindings: Vec<NamespaceWire> = spec
+            .bindings
+            .namespaces()
+            .iter()
+            .map(|ns| NamespaceWire {
+                global: ns.global.clone(),
+                functions: ns.functions.keys().cloned().collect(),
+                registrars: ns.registrars.iter().cloned().collect(),
+                values: ns.values.clone(),
+                error_class: ns
+                    .error_class
+                    .as_ref()
+                    .map(|c| (c.name.clone(), c.member_name_property.clone())),
+            })
+            .collect();
+        lock(&conn.turns).insert(
+            turn,
+            TurnContext {
+                bindings: spec.bindings.clone(),
+                deadline,
+                live: spec.live.clone(),
+                live_left: [budget, budget],
+            },
+        );
+        let ending = EndGuard {
+            conn: conn.clone(),
+            turn,
+            deadline,
+            answered: false,
+        };
+        conn.send(ToChild::Run {
+            turn,
+            runtime: self.handle,
+            task: spec.task.into(),
+            timeout_ms: u64::try_from(spec.timeout.as_millis()).unwrap_or(u64::MAX),
+            max_stream_bytes: cap,
+            bindings,
+            live: spec.live.is_some(),
+            images,
+        });
+        let mut reply = std::pin::pin!(reply);
+        let mut tick = tokio::time::interval(Duration::from_millis(5));
+        let (mut abort_sent, mut killed) = (false, false);
+        let answer = loop {
+            tokio::select! {
+                answer = &mut reply => break answer,
+                _ = tick.tick() => {
+                    if !abort_sent && spec.abort.is_aborted() {
+                        abort_sent = true;
+                        conn.send(ToChild::Abort { turn });
+                    }
+                    if !killed && Instant::now() > deadline + KILL_GRACE {
+                        killed = true;
+                        conn.kill("a turn went unanswered past its deadline");
+                    }
+                }
+            }
+        };
+        let mut ending = ending;
+        ending.answered = true;
+        match answer {
+            Ok(Frame {
+                header: FromChild::Outcome { outcome, .. },
+                blobs,
+            }) => rebuild(cap, outcome, blobs),
+            _ => (
+                faulted(cap, Fault::Crashed(conn.death())),
+                TurnImages::default(),
+            ),
+        }
+    }
+}
+
+/// Forgets a turn when its future ends. A turn that ended unanswered (the
+/// caller, or the worker's own bound, went away) is stopped in the child,
+/// and if the child still has not answered it [`KILL_GRACE`] past its
+/// deadline, the child is presumed stuck and killed.
+struct EndGuard {
+    conn: Arc<Conn>,
+    turn: u64,
+    deadline: Instant,
+    answered: bool,
+}
+
+impl Drop for EndGuard {
+    fn drop(&mut self) {
+        lock(&self.conn.turns).remove(&self.turn);
+        if self.answered {
+            return;
+        }
+        self.conn.forget(TURN, self.turn);
+        lock(&self.conn.abandoned).insert(self.turn);
+        self.conn.send(ToChild::Abort { turn: self.turn });
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (conn, turn) = (self.conn.clone(), self.turn);
+        let until = tokio::time::Instant::from_std(self.deadline + KILL_GRACE);
+        runtime.spawn(async move {
+            tokio::time::sleep_until(until).await;
+            if lock(&conn.abandoned).remove(&turn) && !conn.is_dead() {
+                conn.kill("a turn went unanswered past its deadline");
+            }
+        });
+    }
+}
+
+/// The outcome the child reported, its streams rebuilt within this turn's cap.
+fn rebuild(
+    cap: Option<usize>,
+    outcome: OutcomeWire,
+    blobs: Vec<Vec<u8>>,
+) -> (TurnOutcome, TurnImages) {
+    let mut blobs = blobs.into_iter();
+    let mut next = || blobs.next().unwrap_or_default();
+    let (out_head, out_tail, err_head, err_tail) = (next(), next(), next(), next());
+    (
+        TurnOutcome {
+            stdout: StreamBuffer::from_parts(
+                Stream::Stdout,
+                cap,
+                out_head,
+                out_tail,
+                outcome.stdout_total,
+            ),
+            stderr: StreamBuffer::from_parts(
+                Stream::Stderr,
+                cap,
+                err_head,
+                err_tail,
+                outcome.stderr_total,
+            ),
+            ending: outcome.ending.into(),
+            denied: outcome.denied,
+            usage: TurnUsage {
+                cpu_ns: outcome.cpu_ns,
+                peak_memory_bytes: outcome.peak_memory_bytes,
+            },
+        },
+        TurnImages {
+            images: outcome
+                .images
+                .into_iter()
+                .map(|(mime_type, data)| code_runner_core::Image { mime_type, data })
+                .collect(),
+            omitted: outcome.images_omitted,
+        },
+    )
+}
+
+fn faulted(cap: Option<usize>, fault: Fault) -> TurnOutcome {
+    TurnOutcome {
+        stdout: StreamBuffer::new(Stream::Stdout, cap),
+        stderr: StreamBuffer::new(Stream::Stderr, cap),
+        ending: TurnEnding::Faulted(fault),
+        denied: false,
+        usage: TurnUsage::default(),
+    }
+}
+
+impl Runtime for SandboxRuntime {
+    fn lang(&self) -> Lang {
+        self.lang
+    }
+
+    fn run(&self, turn: TurnSpec) -> BoxFuture<'_, TurnOutcome> {
+        Box::pin(async move { self.turn(turn, false).await.0 })
+    }
+
+    fn run_with_images(&self, turn: TurnSpec) -> BoxFuture<'_, (TurnOutcome, TurnImages)> {
+        Box::pin(self.turn(turn, true))
+    }
+
+    fn is_gone(&self) -> bool {
+        self.conn.is_dead()
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if self.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            // A node runtime holds no slot of the child's own (python's
+            // pooling allocator does): its close goes on in the child while
+            // the caller answers, which saves a one-shot run a round trip.
+            if self.lang == Lang::Node {
+                self.conn.send(ToChild::Close {
+                    runtime: self.handle,
+                });
+                self.release();
+                return;
+            }
+            if let Some(reply) = self.conn.expect(CLOSE, self.handle)
+                && self.conn.send(ToChild::Close {
+                    runtime: self.handle,
+                })
+            {
+                let _ = reply.await;
+            }
+            self.release();
+        })
+    }
+}
+
+impl Drop for SandboxRuntime {
+    fn drop(&mut self) {
+        if !self.closed.load(Ordering::SeqCst) {
+            self.conn.send(ToChild::Close {
+                runtime: self.handle,
+            });
+            self.release();
+        }
+    }
+}

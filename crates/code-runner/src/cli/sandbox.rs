@@ -1,0 +1,40 @@
+//! The hidden sandbox role: `code-runner __sandbox`, started by a worker
+//! with `isolation: process`, its socket at descriptor 3. It loads both
+//! engines for `code-runner-sandbox`'s child loop; nothing else of the
+//! worker runs in it.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use code_runner_core::{Engine, Lang, PythonInterpreter};
+use code_runner_sandbox::Init;
+use code_runner_sandbox::child::LoadedEngines;
+
+use crate::runtimes::engines::{FILES_NAMESPACE, load_python};
+
+/// Serves as a sandbox process until the worker closes the socket.
+pub fn main() -> ExitCode {
+    crate::edge::logging::init();
+    let code = code_runner_sandbox::child::main(load);
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// Loads the engines the worker would have loaded in-process.
+fn load(init: &Init) -> LoadedEngines {
+    let choice = match init.python.interpreter.as_str() {
+        "data" => PythonInterpreter::Data,
+        "lean" => PythonInterpreter::Lean,
+        _ => PythonInterpreter::Auto,
+    };
+    let limits = code_runner_python::EngineLimits {
+        max_runtimes: init.python.max_runtimes,
+        max_memory_mb: init.python.max_memory_mb,
+    };
+    let python = load_python(init.python.dir.clone(), choice, limits)
+        .map(|(engine, _)| Arc::new(engine) as Arc<dyn Engine>)
+        .map_err(|err| err.to_string());
+    let node = code_runner_v8::V8Engine::new()
+        .map(|engine| Arc::new(engine.files_namespace(FILES_NAMESPACE)) as Arc<dyn Engine>)
+        .map_err(|err| err.to_string());
+    vec![(Lang::Python, python), (Lang::Node, node)]
+}

@@ -1,0 +1,121 @@
+//! The confinement of a sandbox process, seen from outside and from inside.
+
+use std::time::Duration;
+
+use code_runner_sandbox::{Init, Pool, PythonInit, SandboxOptions};
+
+use super::{isolation, sandboxed, status_field, wait_for_processes};
+use crate::helpers::lang::{LANGS, pick};
+use crate::helpers::tempdir;
+
+/// From outside: every sandbox process runs under a seccomp filter
+/// (`Seccomp: 2`) with `no_new_privs` and no capabilities, and `/healthz`
+/// reports what applied.
+#[tokio::test(flavor = "multi_thread")]
+async fn sandbox_processes_are_confined_as_proc_shows() {
+    let server = sandboxed("").await;
+    for (pid, _) in wait_for_processes(&server, 2).await {
+        assert_eq!(status_field(pid, "Seccomp"), "2", "pid {pid}");
+        assert_eq!(status_field(pid, "NoNewPrivs"), "1", "pid {pid}");
+        assert_eq!(status_field(pid, "CapEff"), "0000000000000000", "pid {pid}");
+        assert_eq!(status_field(pid, "CapBnd"), "0000000000000000", "pid {pid}");
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let names: Vec<String> = environ
+            .split(|b| *b == 0)
+            .filter(|v| !v.is_empty())
+            .map(|v| {
+                String::from_utf8_lossy(v)
+                    .split('=')
+                    .next()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(names, ["CODE_RUNNER_CACHE_DIR"], "pid {pid}");
+    }
+    let report = &isolation(&server).await["confinement"];
+    for layer in [
+        "seccomp",
+        "no_new_privs",
+        "descriptors",
+        "rlimit_nofile",
+        "capabilities",
+    ] {
+        assert!(report["applied"][layer].is_string(), "{layer}: {report}");
+    }
+    assert!(
+        report["applied"]["landlock"].is_string() || report["not_applied"]["landlock"].is_string(),
+        "{report}"
+    );
+}
+
+/// From inside: guest code cannot reach the host's files, and a python
+/// program cannot reach past `/work` (the engines' own sandboxes still hold).
+#[tokio::test(flavor = "multi_thread")]
+async fn guests_still_see_only_their_sandbox() {
+    let server = sandboxed("").await;
+    for lang in LANGS {
+        let code = pick(
+            lang,
+            "import os\ntry:\n    open('/etc/passwd').read()\n    result = 'read'\nexcept OSError:\n    result = 'refused'",
+            "try { await iii.files.read('../../../etc/passwd'); return 'read' } catch (e) { return 'refused' }",
+        );
+        let body = server.run_in(lang, code).await.ok().clone();
+        assert_eq!(body["result"], "refused", "{lang}: {body}");
+    }
+}
+
+/// The test role: a sandbox process told to probe attempts what
+/// confinement forbids after confining itself, and every attempt is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_confined_process_is_refused_socket_execve_and_host_files() {
+    let temp = tempdir();
+    let options = SandboxOptions {
+        program: env!("CARGO_BIN_EXE_code-runner").into(),
+        args: vec![code_runner::SANDBOX_ROLE.to_string()],
+        env: Vec::new(),
+        processes: 1,
+        init: Init {
+            python: PythonInit {
+                dir: None,
+                interpreter: "lean".to_string(),
+                max_runtimes: 1,
+                max_memory_mb: 128,
+            },
+            writable: vec![temp.path().to_path_buf()],
+            readable: Vec::new(),
+            data_limit_mb: None,
+            max_files: 256,
+            probe: true,
+        },
+    };
+    let pool = Pool::start(options).await;
+    let mut results = None;
+    for _ in 0..600 {
+        results = pool.probe_results();
+        if results.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let results = results.expect("the probe answered (an execve that succeeded never does)");
+    for attempt in [
+        "socket",
+        "execve",
+        "open_host_file",
+        "write_host_file",
+        "ptrace",
+        "unshare",
+        "kill_init",
+    ] {
+        let answer = results
+            .get(attempt)
+            .map(String::as_str)
+            .unwrap_or("missing");
+        assert!(
+            answer.starts_with("refused"),
+            "{attempt}: {answer} ({results:?})"
+        );
+    }
+    assert!(!std::path::Path::new("/tmp/code-runner-sandbox-probe").exists());
+}

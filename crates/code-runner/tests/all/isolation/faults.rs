@@ -1,0 +1,148 @@
+//! A sandbox process that dies takes only its own runtimes with it.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{isolation, processes, sandboxed, sandboxed_in, segfault, wait_for_processes};
+use crate::helpers::lang::{LANGS, pick};
+use crate::helpers::{EXPIRED, RUN};
+
+const ENGINE: &str = "code-runner::engine";
+
+/// SIGSEGV to the process running a turn: the turn answers
+/// `code-runner::engine` naming the signal, a kept runtime idling in the
+/// same process answers `expired`, a kept runtime in the other process
+/// keeps its state, a replacement starts, and new runs are served.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_segfaulting_sandbox_process_fails_only_its_own_runtimes() {
+    for lang in LANGS {
+        let server = sandboxed("").await;
+        let before = wait_for_processes(&server, 2).await;
+        let keep = pick(lang, "x = 41", "globalThis.x = 41");
+        let mut kept = Vec::new();
+        for _ in 0..2 {
+            let body = server
+                .run_in_with(lang, keep, json!({"keep": true}))
+                .await
+                .ok()
+                .clone();
+            kept.push(body["runtime_id"].as_str().unwrap().to_string());
+        }
+        let placed = processes(&server).await;
+        assert!(
+            placed.iter().all(|(_, n)| *n == 1),
+            "one kept runtime per process (least loaded): {placed:?}"
+        );
+        let spin = pick(lang, "while True: pass", "while (true) {}");
+        let running = {
+            let server_url = server.url.clone();
+            let payload = json!({"lang": lang, "code": spin, "timeout_ms": 30_000});
+            tokio::spawn(async move {
+                crate::helpers::post_json(&crate::helpers::client(), &server_url, RUN, &payload)
+                    .await
+            })
+        };
+        let mut victim = None;
+        for _ in 0..400 {
+            if let Some((pid, _)) = processes(&server).await.into_iter().find(|(_, n)| *n == 2) {
+                victim = Some(pid);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let victim = victim.expect("the spinning run is placed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        segfault(victim).await;
+        let answer = running.await.unwrap();
+        answer.assert_error(ENGINE, "sandbox process died: signal 11");
+
+        let survivors: Vec<_> = before
+            .iter()
+            .map(|(pid, _)| *pid)
+            .filter(|p| *p != victim)
+            .collect();
+        assert_eq!(survivors.len(), 1);
+        let read = pick(lang, "result = x + 1", "return x + 1");
+        let mut answers = Vec::new();
+        for id in &kept {
+            answers.push(server.run_on(id, read).await);
+        }
+        let expired = answers
+            .iter()
+            .filter(|a| a.error_code() == Some(EXPIRED))
+            .count();
+        let alive = answers
+            .iter()
+            .filter(|a| a.status.is_success() && a.body["result"] == json!(42))
+            .count();
+        assert_eq!((expired, alive), (1, 1), "{answers:?}");
+        for answer in &answers {
+            if answer.error_code() == Some(EXPIRED) {
+                let again = server.run_on(&kept[0], read).await;
+                assert!(again.status.is_success() || again.error_code() == Some(EXPIRED));
+            }
+        }
+
+        let mut replaced = false;
+        for _ in 0..600 {
+            let health = isolation(&server).await;
+            if health["replaced"].as_u64() >= Some(1) && processes(&server).await.len() == 2 {
+                replaced = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(
+            replaced,
+            "a replacement started: {}",
+            isolation(&server).await
+        );
+        let fresh = pick(lang, "result = 2 + 2", "return 2 + 2");
+        let body = server.run_in(lang, fresh).await.ok().clone();
+        assert_eq!(body["result"], json!(4), "{lang}: the server keeps serving");
+    }
+}
+
+/// A kept runtime idling in a process that is killed answers `expired` on
+/// its next call, and its slot is free again (the worker let go of it).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_kept_runtime_of_a_killed_process_answers_expired() {
+    let server = sandboxed_in(1, "max_runtimes: 2\n").await;
+    let pids = wait_for_processes(&server, 1).await;
+    let body = server
+        .run_in_with("node", "globalThis.x = 1", json!({"keep": true}))
+        .await
+        .ok()
+        .clone();
+    let id = body["runtime_id"].as_str().unwrap().to_string();
+    segfault(pids[0].0).await;
+    let mut replaced = Vec::new();
+    for _ in 0..600 {
+        replaced = processes(&server).await;
+        if replaced.len() == 1 && replaced[0].0 != pids[0].0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_ne!(replaced[0].0, pids[0].0, "a new process");
+    server
+        .run_on(&id, "return x")
+        .await
+        .assert_error(EXPIRED, "");
+    server
+        .run_on(&id, "return x")
+        .await
+        .assert_error(EXPIRED, "");
+    for _ in 0..2 {
+        let body = server
+            .run_in_with("python", "x = 1", json!({"keep": true}))
+            .await
+            .ok()
+            .clone();
+        assert!(
+            body["runtime_id"].is_string(),
+            "the dead runtime's slot is free: {body}"
+        );
+    }
+}

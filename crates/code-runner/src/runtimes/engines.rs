@@ -1,5 +1,6 @@
-//! The worker's engines: python (wasmtime) and node (V8), each with its warm
-//! pool, and the per-runtime options the configuration gives them.
+//! The worker's engines: python (wasmtime) and node (V8), which also runs
+//! typescript (the same engine, stripping types first), the node engine's
+//! warm pools, and the per-runtime options the configuration gives them.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,11 +17,19 @@ use crate::runtimes::workdir::WorkDir;
 /// The binding namespace the node engine attaches `iii.files` to.
 pub const FILES_NAMESPACE: &str = "iii";
 
-/// Both engines (or why one is unavailable) and their warm pools.
+/// The engine of each language (or why it is unavailable) and the warm pools.
+///
+/// Node and typescript are one V8 engine (one startup snapshot) in two
+/// modes: a runtime strips types or does not from its boot on, so each has
+/// its own pool. The node pool fills at start; the typescript pool fills
+/// after the first typescript run, so a worker that never sees TypeScript
+/// never boots isolates for it.
 pub struct Engines {
     python: Result<Arc<dyn Engine>, String>,
     node: Result<Arc<dyn Engine>, String>,
+    typescript: Result<Arc<dyn Engine>, String>,
     node_pool: Option<Arc<WarmPool>>,
+    typescript_pool: Option<Arc<WarmPool>>,
     runtimes_dir: PathBuf,
     scratch_root: Option<PathBuf>,
 }
@@ -52,11 +61,15 @@ impl Engines {
         .map_err(|err| RunnerError::engine(format!("python engine loader panicked: {err}")))?
         .map(|engine| Arc::new(engine) as Arc<dyn Engine>)
         .map_err(|err| err.to_string());
-        let node = tokio::task::spawn_blocking(code_runner_v8::V8Engine::new)
+        let v8 = tokio::task::spawn_blocking(code_runner_v8::V8Engine::new)
             .await
             .map_err(|err| RunnerError::engine(format!("node engine loader panicked: {err}")))?
-            .map(|engine| Arc::new(engine.files_namespace(FILES_NAMESPACE)) as Arc<dyn Engine>)
+            .map(|engine| engine.files_namespace(FILES_NAMESPACE))
             .map_err(|err| err.to_string());
+        let node = v8
+            .clone()
+            .map(|engine| Arc::new(engine) as Arc<dyn Engine>);
+        let typescript = v8.map(|engine| Arc::new(engine.typescript()) as Arc<dyn Engine>);
         for (lang, engine) in [(Lang::Python, &python), (Lang::Node, &node)] {
             if let Err(message) = engine {
                 tracing::warn!("{lang} engine unavailable: {message}");
@@ -65,31 +78,40 @@ impl Engines {
         let mut engines = Engines {
             python,
             node,
+            typescript,
             node_pool: None,
+            typescript_pool: None,
             runtimes_dir,
             scratch_root: config.scratch_root.clone(),
         };
         // Python instantiates its snapshot per run (about a millisecond, no
-        // boot to hide), so only node keeps booted runtimes ready.
-        if warm_pool
-            && config.warm_pool > 0
-            && let Ok(engine) = engines.engine(Lang::Node)
-        {
-            let template = engines.runtime_options(
-                config,
-                Lang::Node,
-                DEFAULT_MEMORY_MB.min(config.max_memory_mb),
-                PathBuf::new(),
-            );
-            let pool = WarmPool::new(
-                engine,
-                template,
-                warm_up_bindings(Lang::Node),
-                config.warm_pool,
-                engines.dir_root(Lang::Node),
-            );
-            pool.refill();
-            engines.node_pool = Some(pool);
+        // boot to hide), so only the node engine keeps booted runtimes ready.
+        if warm_pool && config.warm_pool > 0 {
+            for lang in [Lang::Node, Lang::TypeScript] {
+                let Ok(engine) = engines.engine(lang) else {
+                    continue;
+                };
+                let template = engines.runtime_options(
+                    config,
+                    lang,
+                    DEFAULT_MEMORY_MB.min(config.max_memory_mb),
+                    PathBuf::new(),
+                );
+                let pool = WarmPool::new(
+                    engine,
+                    template,
+                    warm_up_bindings(lang),
+                    config.warm_pool,
+                    engines.dir_root(lang),
+                );
+                match lang {
+                    Lang::TypeScript => engines.typescript_pool = Some(pool),
+                    _ => {
+                        pool.refill();
+                        engines.node_pool = Some(pool);
+                    }
+                }
+            }
         }
         Ok(engines)
     }
@@ -102,6 +124,7 @@ impl Engines {
         match lang {
             Lang::Python => self.python.clone(),
             Lang::Node => self.node.clone(),
+            Lang::TypeScript => self.typescript.clone(),
         }
         .map_err(RunnerError::engine)
     }
@@ -111,14 +134,16 @@ impl Engines {
         match lang {
             Lang::Python => None,
             Lang::Node => self.node_pool.as_ref(),
+            Lang::TypeScript => self.typescript_pool.as_ref(),
         }
     }
 
-    /// Where `lang`'s runtime directories live: node's under `scratch_root`
-    /// when it is set, everything else under `<data-dir>/runtimes`.
+    /// Where `lang`'s runtime directories live: the node engine's (node,
+    /// typescript) under `scratch_root` when it is set, everything else
+    /// under `<data-dir>/runtimes`.
     fn dir_root(&self, lang: Lang) -> PathBuf {
-        match (lang, &self.scratch_root) {
-            (Lang::Node, Some(root)) => root.clone(),
+        match &self.scratch_root {
+            Some(root) if lang.on_node_engine() => root.clone(),
             _ => self.runtimes_dir.clone(),
         }
     }
@@ -131,9 +156,9 @@ impl Engines {
     /// `code-runner::engine` when the directory cannot be created.
     pub fn work_dir(&self, lang: Lang) -> Result<WorkDir, RunnerError> {
         let path = self.dir_root(lang).join(new_dir_name());
-        match lang {
-            Lang::Python => WorkDir::create(path),
-            Lang::Node => Ok(WorkDir(path)),
+        match lang.on_node_engine() {
+            false => WorkDir::create(path),
+            true => Ok(WorkDir(path)),
         }
     }
 
@@ -153,9 +178,9 @@ impl Engines {
             max_result_bytes: config.output_caps().max_result_bytes,
             ..RuntimeOptions::default()
         };
-        match lang {
-            Lang::Python => defaults,
-            Lang::Node => RuntimeOptions {
+        match lang.on_node_engine() {
+            false => defaults,
+            true => RuntimeOptions {
                 heap_mb: config.heap_mb,
                 external_mb: config.external_mb,
                 // `scratch_mb: 0` disables iii.files (every write refused), never "no quota".
@@ -177,7 +202,7 @@ impl Engines {
 
     /// Closes every pooled runtime.
     pub async fn drain(&self) {
-        if let Some(pool) = &self.node_pool {
+        for pool in [&self.node_pool, &self.typescript_pool].into_iter().flatten() {
             pool.drain().await;
         }
     }

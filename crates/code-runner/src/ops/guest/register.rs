@@ -86,13 +86,13 @@ pub(super) async fn register_from_guest(
     let function = crate::ops::invoke::published_function(
         &ops,
         &id,
-        Lang::Node,
+        ctx.lang,
         description,
         request_schema,
         response_schema,
     );
     ops.published
-        .publish(&id, ctx.owner(), Lang::Node, function, &ops.bus)
+        .publish(&id, ctx.owner(), ctx.lang, function, &ops.bus)
         .map_err(binding_error)?;
     Ok(json!({ "function_id": id.as_str(), "registered": true }))
 }

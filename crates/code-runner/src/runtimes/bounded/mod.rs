@@ -73,7 +73,7 @@ impl Bounded {
     /// runs a call of a handler beside them (a program may call its own
     /// runtime's handler and wait for it).
     fn ordered(&self, task: &Task) -> bool {
-        self.runtime.lang() == Lang::Python || !matches!(task, Task::Invoke { .. })
+        !self.runtime.lang().on_node_engine() || !matches!(task, Task::Invoke { .. })
     }
 
     /// Gives the runtime up: closes it in the background and tells the worker.

@@ -181,12 +181,15 @@ impl ModuleLoader for ScratchLoader {
         });
         // `*.ts` and `*.mts` modules are TypeScript in any runtime, as in Node.
         let source = source.and_then(|code| {
-            if !is_typescript(text) || !matches!(options.requested_module_type, RequestedModuleType::None) {
+            if !is_typescript(text)
+                || !matches!(options.requested_module_type, RequestedModuleType::None)
+            {
                 return Ok(code);
             }
             let name = file_name(text).unwrap_or_default();
             crate::strip::module(&code)
-                .map_err(|err| JsErrorBox::new("SyntaxError", err.one_line(&name)))
+                // deno_core hands every loader error to the importer as a TypeError.
+                .map_err(|err| JsErrorBox::type_error(err.one_line(&name)))
         });
         let module_type = match options.requested_module_type {
             RequestedModuleType::Json => ModuleType::Json,
@@ -205,7 +208,8 @@ impl ModuleLoader for ScratchLoader {
 
 /// Whether a scratch module is TypeScript, by its name.
 fn is_typescript(specifier: &str) -> bool {
-    !specifier.starts_with(DEFINE_PREFIX) && (specifier.ends_with(".ts") || specifier.ends_with(".mts"))
+    !specifier.starts_with(DEFINE_PREFIX)
+        && (specifier.ends_with(".ts") || specifier.ends_with(".mts"))
 }
 
 #[cfg(test)]

@@ -147,7 +147,9 @@ pub fn launch(
                 return Launch::Failed(too_long(source.len(), isolate.loader.max_source()));
             }
             return match crate::strip::program(&source) {
-                Ok(code) => launch_program(runtime, marker, &code, TS_PROGRAM_NAME, &internals.noop),
+                Ok(code) => {
+                    launch_program(runtime, marker, &code, TS_PROGRAM_NAME, &internals.noop)
+                }
                 Err(err) => Launch::Failed(capped(err.render(TS_PROGRAM_NAME))),
             };
         }
@@ -203,7 +205,7 @@ fn launch_program(
     runtime: &mut deno_core::JsRuntime,
     marker: u32,
     source: &str,
-    name: &str,
+    script_name: &str,
     noop: &v8::Global<v8::Function>,
 ) -> Launch {
     deno_core::scope!(scope, runtime);
@@ -211,7 +213,7 @@ fn launch_program(
     let wrapped = format!("{PROGRAM_PREFIX}{source}{PROGRAM_SUFFIX}");
     let (Some(code), Some(name)) = (
         v8::String::new(tc, &wrapped),
-        v8::String::new(tc, name),
+        v8::String::new(tc, script_name),
     ) else {
         return Launch::Failed("RangeError: the program is too large for V8".into());
     };
@@ -234,7 +236,7 @@ fn launch_program(
         if tc.has_terminated() {
             return Launch::Terminated;
         }
-        return Launch::Failed(syntax_error(tc, name));
+        return Launch::Failed(syntax_error(tc, script_name));
     };
     let Ok(function) = v8::Local::<v8::Function>::try_from(value) else {
         return Launch::Failed(
@@ -296,9 +298,7 @@ fn syntax_error(
         " ".repeat(start.min(200)),
         "^".repeat(end.saturating_sub(start).clamp(1, 200))
     );
-    capped(format!(
-        "{name}:{line}\n{source_line}\n{caret}\n\n{text}"
-    ))
+    capped(format!("{name}:{line}\n{source_line}\n{caret}\n\n{text}"))
 }
 
 /// How a settled turn ended, or `None` while it runs. A result of more

@@ -278,7 +278,13 @@ impl Engine {
                 );
                 self.installed = Some(installing);
             }
-            turn::launch(isolate, marker, spec.task, payload_json, self.boot.typescript)
+            turn::launch(
+                isolate,
+                marker,
+                spec.task,
+                payload_json,
+                self.boot.typescript,
+            )
         };
         if self.handle_stop() {
             return;

@@ -66,9 +66,7 @@ impl Engines {
             .map_err(|err| RunnerError::engine(format!("node engine loader panicked: {err}")))?
             .map(|engine| engine.files_namespace(FILES_NAMESPACE))
             .map_err(|err| err.to_string());
-        let node = v8
-            .clone()
-            .map(|engine| Arc::new(engine) as Arc<dyn Engine>);
+        let node = v8.clone().map(|engine| Arc::new(engine) as Arc<dyn Engine>);
         let typescript = v8.map(|engine| Arc::new(engine.typescript()) as Arc<dyn Engine>);
         for (lang, engine) in [(Lang::Python, &python), (Lang::Node, &node)] {
             if let Err(message) = engine {
@@ -202,7 +200,10 @@ impl Engines {
 
     /// Closes every pooled runtime.
     pub async fn drain(&self) {
-        for pool in [&self.node_pool, &self.typescript_pool].into_iter().flatten() {
+        for pool in [&self.node_pool, &self.typescript_pool]
+            .into_iter()
+            .flatten()
+        {
             pool.drain().await;
         }
     }

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Weak};
 
-use code_runner_core::{BindingError, Lang, RunnerError};
+use code_runner_core::{BindingError, RunnerError};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -106,7 +106,7 @@ mod tests {
 
     use std::time::{Duration, Instant};
 
-    use code_runner_core::BindingCall;
+    use code_runner_core::{BindingCall, Lang};
 
     use super::*;
     use crate::bus::names::RUN;

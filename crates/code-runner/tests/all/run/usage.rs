@@ -19,11 +19,17 @@ async fn a_busy_loop_reports_its_cpu() {
         assert_eq!(body["result"], 1, "{lang}: {body}");
         let cpu = body["usage"]["cpu_ms"].as_f64().unwrap();
         assert!(cpu >= 150.0, "{lang}: {body}");
-        assert!(body["usage"]["wall_ms"].as_u64().unwrap() >= 300, "{lang}: {body}");
+        assert!(
+            body["usage"]["wall_ms"].as_u64().unwrap() >= 300,
+            "{lang}: {body}"
+        );
         let failed = pick(lang, "raise ValueError('x')", "throw new Error('x')");
         let body = server.run_in(lang, failed).await.ok().clone();
         assert_eq!(body["exit_code"], 1, "{lang}: {body}");
-        assert!(body["usage"]["peak_memory_bytes"].as_u64().unwrap() > 0, "{lang}: {body}");
+        assert!(
+            body["usage"]["peak_memory_bytes"].as_u64().unwrap() > 0,
+            "{lang}: {body}"
+        );
     }
 }
 
@@ -38,7 +44,10 @@ async fn memory_peaks_are_reported_and_a_trivial_run_is_small() {
         .ok()
         .clone();
     assert_eq!(body["result"], 50 << 20, "{body}");
-    assert!(body["usage"]["peak_memory_bytes"].as_u64().unwrap() >= 50 << 20, "{body}");
+    assert!(
+        body["usage"]["peak_memory_bytes"].as_u64().unwrap() >= 50 << 20,
+        "{body}"
+    );
     let body = server
         .run_in(
             "node",
@@ -49,7 +58,10 @@ async fn memory_peaks_are_reported_and_a_trivial_run_is_small() {
         .clone();
     assert_eq!(body["result"], 1_000_000, "{body}");
     // A million objects of one field each: at least 16 bytes apiece.
-    assert!(body["usage"]["peak_memory_bytes"].as_u64().unwrap() >= 16_000_000, "{body}");
+    assert!(
+        body["usage"]["peak_memory_bytes"].as_u64().unwrap() >= 16_000_000,
+        "{body}"
+    );
     for (lang, code, most) in [
         ("python", "result = 1", 64u64 << 20),
         ("node", "return 1", 16 << 20),
@@ -57,7 +69,10 @@ async fn memory_peaks_are_reported_and_a_trivial_run_is_small() {
     ] {
         let body = server.run_in(lang, code).await.ok().clone();
         let usage = &body["usage"];
-        assert!(usage["peak_memory_bytes"].as_u64().unwrap() < most, "{lang}: {body}");
+        assert!(
+            usage["peak_memory_bytes"].as_u64().unwrap() < most,
+            "{lang}: {body}"
+        );
         assert!(usage["cpu_ms"].as_f64().unwrap() < 100.0, "{lang}: {body}");
     }
 }

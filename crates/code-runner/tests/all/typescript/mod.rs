@@ -50,7 +50,10 @@ async fn a_refused_construct_is_exit_1_with_its_line() {
     assert_eq!(body["stdout"], "", "{body}");
     assert_eq!(body["result"], Value::Null, "{body}");
     let stderr = body["stderr"].as_str().unwrap();
-    assert!(stderr.starts_with("run.ts:2\nenum Color { Red }\n^"), "{body}");
+    assert!(
+        stderr.starts_with("run.ts:2\nenum Color { Red }\n^"),
+        "{body}"
+    );
     assert!(
         stderr.contains(
             "SyntaxError [ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX]: TypeScript enum is not supported"
@@ -135,11 +138,16 @@ async fn register_function_takes_typescript() {
                   export function handler(payload: Req): { greeting: string } {\n\
                   \x20 return { greeting: `hello, ${payload.name ?? 'world'}` };\n\
                   }\n";
-    server.registered("typescript", "tsapp::greet", source).await;
+    server
+        .registered("typescript", "tsapp::greet", source)
+        .await;
     let answer = server.call("tsapp::greet", json!({"name": "ts"})).await;
     assert_eq!(answer.ok(), &json!({"greeting": "hello, ts"}));
     let info = server
-        .call(FUNCTIONS_INFO, json!({"function_ids": ["tsapp::greet", RUN]}))
+        .call(
+            FUNCTIONS_INFO,
+            json!({"function_ids": ["tsapp::greet", RUN]}),
+        )
         .await;
     let functions = info.ok()["functions"].as_array().unwrap().clone();
     assert_eq!(functions[0]["metadata"]["lang"], "typescript", "{info:?}");

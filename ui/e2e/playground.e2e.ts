@@ -251,6 +251,22 @@ describe("the playground on a real code-runner serve", () => {
     await page.getByRole("radio", { name: /^python/ }).click();
   });
 
+  /// TypeScript runs on the node engine with its types stripped; its code is highlighted as
+  /// TypeScript and the card's quiet usage line shows what the run cost.
+  it("runs typescript, highlighted, with its usage under the verdict", async () => {
+    const health = (await (await fetch(`${baseUrl}/healthz`)).json()) as { engines?: Record<string, string> };
+    if (health.engines?.node !== "ready") return;
+    await page.getByRole("radio", { name: /^typescript/ }).click();
+    await writeCode("interface P { x: number }\nconst p: P = { x: 2 };\nreturn (p.x + 2) as number;");
+    await page.getByRole("button", { name: "Run", exact: true }).click();
+    const card = await newestAnswer();
+    expect(await card.locator(".cr-verdict").innerText()).toMatch(/^exit 0/);
+    expect((await card.locator(".cr-value").innerText()).trim()).toBe("4");
+    expect(await card.locator(".cr-verdict-usage").innerText()).toMatch(/^cpu .+ · peak .+B$/);
+    expect(await card.locator(".cr-tok-keyword", { hasText: "interface" }).count()).toBeGreaterThan(0);
+    await page.getByRole("radio", { name: /^python/ }).click();
+  });
+
   /// Register a function and call it, when this build has register_function; otherwise the server's answer shows.
   it("registers a python function and calls it", async () => {
     const catalog = (await (await fetch(`${baseUrl}/v1/functions`)).json()) as { functions: { function_id: string }[] };

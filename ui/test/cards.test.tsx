@@ -24,6 +24,24 @@ function textOf(markup: string): string {
 }
 
 describe("run card", () => {
+  /// A typescript run is labelled and highlighted as TypeScript, and the
+  /// usage the worker measured is a quiet line under the verdict.
+  it("highlights typescript and shows usage under the verdict", () => {
+    const markup = html(
+      renderer.tryRender(
+        done(
+          "code-runner::run",
+          { lang: "typescript", code: "interface P { x: number }\nconst p: P = { x: 1 };\nreturn p.x;" },
+          runResponse({ result: 1, usage: { cpu_ms: 0.56, peak_memory_bytes: 1118134, wall_ms: 3 } }),
+        ),
+      ),
+    );
+    expect(markup).toMatch(/<span class="cr-tok-keyword">interface<\/span>/);
+    expect(markup).toMatch(/<span class="cr-tok-builtin">number<\/span>/);
+    expect(textOf(markup)).toContain("typescript");
+    expect(markup).toMatch(/class="cr-verdict-usage"[^>]*>cpu 0.56 ms · peak 1.1 MB</);
+  });
+
   /// The issue's own example: the verdict, then the value, then the source, then stdout.
   it("leads with the verdict, then the value, the source and stdout, in that order", () => {
     const markup = html(

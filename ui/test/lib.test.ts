@@ -18,7 +18,7 @@ describe("tokenize", () => {
       let source = "";
       const length = Math.floor(random() * 40);
       for (let i = 0; i < length; i += 1) source += pieces[Math.floor(random() * pieces.length)];
-      for (const lang of ["python", "node"] as Lang[]) {
+      for (const lang of ["python", "node", "typescript"] as Lang[]) {
         expect(tokenize(source, lang).map((token) => token.text).join("")).toBe(source);
       }
     }

@@ -166,5 +166,8 @@ pub fn engine_for(lang: Lang) -> Outcome<Arc<dyn Engine>> {
         Lang::Node => code_runner_v8::V8Engine::new()
             .map(|engine| Arc::new(engine) as Arc<dyn Engine>)
             .map_err(|err| err.to_string()),
+        Lang::TypeScript => code_runner_v8::V8Engine::new()
+            .map(|engine| Arc::new(engine.typescript()) as Arc<dyn Engine>)
+            .map_err(|err| err.to_string()),
     }
 }

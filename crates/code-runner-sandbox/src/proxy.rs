@@ -303,7 +303,7 @@ impl Runtime for SandboxRuntime {
             // A node runtime holds no slot of the child's own (python's
             // pooling allocator does): its close goes on in the child while
             // the caller answers, which saves a one-shot run a round trip.
-            if self.lang == Lang::Node {
+            if self.lang.on_node_engine() {
                 self.conn.send(ToChild::Close {
                     runtime: self.handle,
                 });

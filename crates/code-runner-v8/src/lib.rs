@@ -7,6 +7,14 @@
 //! thread by channel. The guest's code is the body of an async function:
 //! `return x` is the completion, `await` works.
 //!
+//! The same engine runs TypeScript ([`V8Engine::typescript`]): programs and
+//! handler sources have their types stripped (erased to whitespace, as Node's
+//! own type stripping does, so lines and columns stay the source's) before
+//! V8 compiles them; nothing is type-checked. Syntax that would need a
+//! transform (enums, namespaces, parameter properties, …) is refused as a
+//! `SyntaxError` naming it and its line. In either mode an `iii.files` module
+//! named `*.ts` or `*.mts` is stripped when it is imported.
+//!
 //! Limits: a process-wide watchdog terminates JavaScript that runs past its
 //! turn's deadline (idle turns are ended by their own thread); `heap_mb`
 //! caps the V8 heap (a near-heap-limit callback terminates, grants room to
@@ -46,6 +54,7 @@ mod isolate;
 mod loader;
 mod ops;
 mod state;
+mod strip;
 mod thread;
 mod turn;
 mod watchdog;
@@ -66,8 +75,11 @@ use thread::{Boot, Command};
 use watchdog::Watch;
 
 /// Native stack of a runtime thread: far above V8's own stack limit (about
-/// 1 MiB), so deep guest recursion is V8's `RangeError`, never a host overflow.
-const THREAD_STACK_BYTES: usize = 8 << 20;
+/// 1 MiB), so deep guest recursion is V8's `RangeError`, never a host overflow;
+/// and room for the TypeScript stripper's recursion, some 9,000 levels at
+/// about 3.4 KiB each, four times what [`strip::MAX_NESTING`] lets through.
+/// Reserved, not committed: untouched pages cost nothing.
+const THREAD_STACK_BYTES: usize = 32 << 20;
 /// Turns that may wait in a runtime's channel before senders wait too.
 const CHANNEL_DEPTH: usize = 64;
 
@@ -90,6 +102,7 @@ impl From<V8Error> for RunnerError {
 pub struct V8Engine {
     snapshot: &'static [u8],
     files_namespace: Option<String>,
+    lang: Lang,
 }
 
 impl std::fmt::Debug for V8Engine {
@@ -97,6 +110,7 @@ impl std::fmt::Debug for V8Engine {
         f.debug_struct("V8Engine")
             .field("snapshot_bytes", &self.snapshot.len())
             .field("files_namespace", &self.files_namespace)
+            .field("lang", &self.lang)
             .finish()
     }
 }
@@ -112,7 +126,17 @@ impl V8Engine {
         Ok(V8Engine {
             snapshot,
             files_namespace: None,
+            lang: Lang::Node,
         })
+    }
+
+    /// The same engine for TypeScript: its runtimes report [`Lang::TypeScript`]
+    /// and strip the types of every program and handler source before V8
+    /// compiles it (the snapshot is shared; a clone costs nothing).
+    #[must_use]
+    pub fn typescript(mut self) -> Self {
+        self.lang = Lang::TypeScript;
+        self
     }
 
     /// Attaches `iii.files` (the runtime's scratch directory) to the binding
@@ -141,6 +165,7 @@ impl V8Engine {
             snapshot: self.snapshot,
             options,
             files_namespace: self.files_namespace.clone(),
+            typescript: self.lang == Lang::TypeScript,
             host,
             watch: watch.clone(),
         };
@@ -152,6 +177,7 @@ impl V8Engine {
             })
             .map_err(|err| RunnerError::engine(format!("cannot start a runtime thread: {err}")))?;
         let runtime = V8Runtime {
+            lang: self.lang,
             commands: Mutex::new(Some(commands)),
             watch,
             turn_lock: tokio::sync::Mutex::new(()),
@@ -174,7 +200,7 @@ impl V8Engine {
 
 impl Engine for V8Engine {
     fn lang(&self) -> Lang {
-        Lang::Node
+        self.lang
     }
 
     fn spawn(
@@ -191,6 +217,7 @@ impl Engine for V8Engine {
 /// will run again and its scratch files are deleted. The isolate's memory is
 /// released by its thread right after, off the caller's path.
 pub struct V8Runtime {
+    lang: Lang,
     commands: Mutex<Option<mpsc::Sender<Command>>>,
     watch: Arc<Watch>,
     /// Serializes programs and definitions; invokes pass (see [`thread`]).
@@ -241,7 +268,7 @@ impl V8Runtime {
 
 impl Runtime for V8Runtime {
     fn lang(&self) -> Lang {
-        Lang::Node
+        self.lang
     }
 
     fn run(&self, turn: TurnSpec) -> BoxFuture<'_, TurnOutcome> {

@@ -47,6 +47,11 @@ impl ScratchLoader {
         }
     }
 
+    /// The longest module source this loader compiles, in bytes.
+    pub fn max_source(&self) -> usize {
+        self.max_source
+    }
+
     /// Registers handler source for the bootstrap to import, under two fresh
     /// specifiers: the source with `handler` re-exported under a name of
     /// ours (so `function handler` needs no `export`), and the source as it is
@@ -174,6 +179,18 @@ impl ModuleLoader for ScratchLoader {
                 Ok(code)
             }
         });
+        // `*.ts` and `*.mts` modules are TypeScript in any runtime, as in Node.
+        let source = source.and_then(|code| {
+            if !is_typescript(text)
+                || !matches!(options.requested_module_type, RequestedModuleType::None)
+            {
+                return Ok(code);
+            }
+            let name = file_name(text).unwrap_or_default();
+            crate::strip::module(&code)
+                // deno_core hands every loader error to the importer as a TypeError.
+                .map_err(|err| JsErrorBox::type_error(err.one_line(&name)))
+        });
         let module_type = match options.requested_module_type {
             RequestedModuleType::Json => ModuleType::Json,
             _ => ModuleType::JavaScript,
@@ -187,6 +204,12 @@ impl ModuleLoader for ScratchLoader {
             )
         }))
     }
+}
+
+/// Whether a scratch module is TypeScript, by its name.
+fn is_typescript(specifier: &str) -> bool {
+    !specifier.starts_with(DEFINE_PREFIX)
+        && (specifier.ends_with(".ts") || specifier.ends_with(".mts"))
 }
 
 #[cfg(test)]

@@ -16,6 +16,8 @@ use crate::state::{ObjectPrototype, SharedIo};
 
 /// The name guest programs run under, in stack traces.
 pub const PROGRAM_NAME: &str = "run.js";
+/// The name TypeScript programs run under.
+pub const TS_PROGRAM_NAME: &str = "run.ts";
 /// What a program's body is wrapped in: the first line is the body's first line.
 const PROGRAM_PREFIX: &str = "(async function () {";
 const PROGRAM_SUFFIX: &str = "\n})";
@@ -128,20 +130,44 @@ fn running<'s>(
 }
 
 /// Launches `task` as turn `marker` (an `Invoke` with its payload as JSON
-/// text when the caller has measured it already).
+/// text when the caller has measured it already); `typescript`: a program's
+/// or a definition's source is stripped of its types first.
 pub fn launch(
     isolate: &mut Isolate,
     marker: u32,
     task: Task,
     payload_json: Option<String>,
+    typescript: bool,
 ) -> Launch {
     let runtime = &mut isolate.runtime;
     let internals = &isolate.internals;
     let (function, args): (v8::Global<v8::Function>, Vec<String>) = match task {
+        Task::Program(source) if typescript => {
+            if source.len() > isolate.loader.max_source() {
+                return Launch::Failed(too_long(source.len(), isolate.loader.max_source()));
+            }
+            return match crate::strip::program(&source) {
+                Ok(code) => {
+                    launch_program(runtime, marker, &code, TS_PROGRAM_NAME, &internals.noop)
+                }
+                Err(err) => Launch::Failed(capped(err.render(TS_PROGRAM_NAME))),
+            };
+        }
         Task::Program(source) => {
-            return launch_program(runtime, marker, &source, &internals.noop);
+            return launch_program(runtime, marker, &source, PROGRAM_NAME, &internals.noop);
         }
         Task::Define { key, source } => {
+            let source = if typescript {
+                if source.len() > isolate.loader.max_source() {
+                    return Launch::Failed(too_long(source.len(), isolate.loader.max_source()));
+                }
+                match crate::strip::module(&source) {
+                    Ok(code) => code,
+                    Err(err) => return Launch::Failed(capped(err.render("handler.ts"))),
+                }
+            } else {
+                source
+            };
             let (named, plain) = isolate.loader.add_define(marker, source);
             (internals.define.clone(), vec![key, named, plain])
         }
@@ -168,10 +194,18 @@ pub fn launch(
     }
 }
 
+/// The refusal of a TypeScript source longer than the runtime compiles.
+fn too_long(bytes: usize, limit: usize) -> String {
+    format!(
+        "RangeError: TypeScript is stripped up to {limit} bytes of source in this runtime; this one has {bytes}"
+    )
+}
+
 fn launch_program(
     runtime: &mut deno_core::JsRuntime,
     marker: u32,
     source: &str,
+    script_name: &str,
     noop: &v8::Global<v8::Function>,
 ) -> Launch {
     deno_core::scope!(scope, runtime);
@@ -179,7 +213,7 @@ fn launch_program(
     let wrapped = format!("{PROGRAM_PREFIX}{source}{PROGRAM_SUFFIX}");
     let (Some(code), Some(name)) = (
         v8::String::new(tc, &wrapped),
-        v8::String::new(tc, PROGRAM_NAME),
+        v8::String::new(tc, script_name),
     ) else {
         return Launch::Failed("RangeError: the program is too large for V8".into());
     };
@@ -202,7 +236,7 @@ fn launch_program(
         if tc.has_terminated() {
             return Launch::Terminated;
         }
-        return Launch::Failed(syntax_error(tc));
+        return Launch::Failed(syntax_error(tc, script_name));
     };
     let Ok(function) = v8::Local::<v8::Function>::try_from(value) else {
         return Launch::Failed(
@@ -235,7 +269,10 @@ pub fn capped(mut text: String) -> String {
 
 /// Node's rendering of a syntax error: where, the line, a caret, the error;
 /// V8's message quotes the offending token whole, so the text is capped.
-fn syntax_error(tc: &mut v8::PinnedRef<'_, v8::TryCatch<'_, '_, v8::HandleScope<'_>>>) -> String {
+fn syntax_error(
+    tc: &mut v8::PinnedRef<'_, v8::TryCatch<'_, '_, v8::HandleScope<'_>>>,
+    name: &str,
+) -> String {
     let text = tc
         .exception()
         .map(|exception| exception.to_rust_string_lossy(tc))
@@ -261,9 +298,7 @@ fn syntax_error(tc: &mut v8::PinnedRef<'_, v8::TryCatch<'_, '_, v8::HandleScope<
         " ".repeat(start.min(200)),
         "^".repeat(end.saturating_sub(start).clamp(1, 200))
     );
-    capped(format!(
-        "{PROGRAM_NAME}:{line}\n{source_line}\n{caret}\n\n{text}"
-    ))
+    capped(format!("{name}:{line}\n{source_line}\n{caret}\n\n{text}"))
 }
 
 /// How a settled turn ended, or `None` while it runs. A result of more

@@ -1,6 +1,6 @@
 // code-runner::register_function: the id, the namespace it claims, the handler.
 
-import type { Lang } from "../lib/highlight";
+import { isLang, type Lang } from "../lib/highlight";
 import { redactText } from "../lib/redact";
 import { Card, CodeBlock, Fact, Mono, Note, Section, record, text, type CallMessage, type Phase } from "../lib/shared";
 
@@ -18,6 +18,7 @@ export function isRuntimesOwn(namespace: string): boolean {
 const HANDLER: Record<Lang, RegExp> = {
   python: /^(?:async\s+)?def\s+handler\s*\(|^handler\s*(?::[^=\n]*)?=/m,
   node: /\b(?:async\s+)?function\s*\*?\s*handler\s*\(|\b(?:const|let|var)\s+handler\s*=|\bexport\s*\{[^}]*\bhandler\b[^}]*\}|\bexport\s+default\s+(?:async\b|function\b|\()/,
+  typescript: /\b(?:async\s+)?function\s*\*?\s*handler\s*(?:<[^>\n]*>\s*)?\(|\b(?:const|let|var)\s+handler\s*(?::[^=\n]*)?=|\bexport\s*\{[^}]*\bhandler\b[^}]*\}|\bexport\s+default\s+(?:async\b|function\b|\()/,
 };
 
 /** Whether `source` visibly defines the handler `lang` needs (a top-level `def handler` / a `handler` binding or a default export that is a function). */
@@ -33,7 +34,7 @@ function HandlerAdvice(props: { lang: Lang }) {
     </Note>
   ) : (
     <Note tone="advice">
-      This source defines no <Mono>handler</Mono>. Node loads it as an ES module, so write{" "}
+      This source defines no <Mono>handler</Mono>. {props.lang === "typescript" ? "TypeScript loads it (its types stripped)" : "Node loads it"} as an ES module, so write{" "}
       <Mono>export function handler(payload) {"{ … }"}</Mono> (it may be async; <Mono>function handler</Mono> and{" "}
       <Mono>export default function</Mono> work too).
     </Note>
@@ -45,7 +46,7 @@ export function RegisterFunctionCard(props: { message: CallMessage; phase: Phase
   const input = record(props.message.input);
   const output = record(props.message.output);
   const functionId = text(output.function_id) ?? text(input.function_id) ?? "";
-  const lang = input.lang === "python" || input.lang === "node" ? input.lang : null;
+  const lang = isLang(input.lang) ? input.lang : null;
   const source = text(input.source) ?? "";
   const description = text(input.description);
   const namespace = namespaceOf(functionId);

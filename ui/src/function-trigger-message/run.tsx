@@ -1,6 +1,6 @@
 // code-runner::run: the verdict first, then the value, the source, the output.
 
-import { guessLang, type Lang } from "../lib/highlight";
+import { guessLang, isLang, type Lang } from "../lib/highlight";
 import { omission, splitStream, type Stream } from "../lib/markers";
 import {
   Card,
@@ -25,7 +25,7 @@ import {
 
 function langOf(input: Record<string, unknown>): { lang: Lang | null; guessed: boolean } {
   const said = input.lang;
-  if (said === "python" || said === "node") return { lang: said, guessed: false };
+  if (isLang(said)) return { lang: said, guessed: false };
   return { lang: guessLang(text(input.code) ?? ""), guessed: true };
 }
 
@@ -44,12 +44,13 @@ function NullResult(props: { lang: Lang | null; exitCode: number }) {
   );
   const node = (
     <>
-      node code is an async function body: it returns a value with <Mono>return …</Mono>
+      {props.lang === "typescript" ? "typescript" : "node"} code is an async function body: it returns a value with{" "}
+      <Mono>return …</Mono>
     </>
   );
   return (
     <Note>
-      {props.lang === "python" ? python : props.lang === "node" ? node : <>{python}; {node}</>}. A value
+      {props.lang === "python" ? python : props.lang !== null ? node : <>{python}; {node}</>}. A value
       JSON cannot represent also comes back as null.
     </Note>
   );
@@ -59,6 +60,36 @@ function NullResult(props: { lang: Lang | null; exitCode: number }) {
 function cutNote(text: string, stream: Stream): string | undefined {
   const marker = splitStream(text, stream).find((segment) => segment.kind === "truncated");
   return marker?.kind === "truncated" ? `cut by the worker: was ~${marker.kb} KB, middle omitted` : undefined;
+}
+
+/** Bytes as the card shows them: KB, MB, GB (powers of 1024). */
+export function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ["KB", "MB", "GB"];
+  let value = bytes / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${units[unit]}`;
+}
+
+/** The quiet line under the verdict: what the run cost, as the sandbox measured it. */
+function usageLine(usage: unknown) {
+  const fields = record(usage);
+  const cpu = typeof fields.cpu_ms === "number" ? fields.cpu_ms : undefined;
+  const peak = count(fields.peak_memory_bytes);
+  if (cpu === undefined && peak === undefined) return null;
+  const parts = [
+    cpu !== undefined ? `cpu ${cpu < 1 ? cpu.toFixed(2) : formatDuration(cpu)}${cpu < 1 ? " ms" : ""}` : null,
+    peak !== undefined ? `peak ${formatBytes(peak)}` : null,
+  ].filter((part) => part !== null);
+  return (
+    <span className="cr-verdict-usage" title="what the run cost, as the sandbox measured it">
+      {parts.join(" · ")}
+    </span>
+  );
 }
 
 /** The card of one `code-runner::run` call, in any phase. */
@@ -78,6 +109,7 @@ export function RunCard(props: { message: CallMessage; phase: Phase }) {
     <>
       exit {exitCode}
       {duration !== undefined && <span className="cr-verdict-sub"> · {formatDuration(duration)}</span>}
+      {usageLine(output.usage)}
     </>
   ) : props.phase === "running" ? (
     "running…"

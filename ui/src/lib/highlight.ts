@@ -1,8 +1,14 @@
-// A small tokenizer for the two languages code-runner runs: enough to colour
+// A small tokenizer for the languages code-runner runs (typescript is node's
+// grammar with its type keywords): enough to colour
 // keywords, strings, numbers, comments and calls. It never fails: text it does
 // not recognise is plain, and it is linear in the length of the source.
 
-export type Lang = "python" | "node";
+export type Lang = "python" | "node" | "typescript";
+
+/** Whether `value` is a wire `lang`. */
+export function isLang(value: unknown): value is Lang {
+  return value === "python" || value === "node" || value === "typescript";
+}
 
 export type TokenKind =
   | "plain"
@@ -50,9 +56,19 @@ const NODE = {
   definers: words("function class"),
 };
 
+const TYPESCRIPT = {
+  ...NODE,
+  keywords: new Set([
+    ...NODE.keywords,
+    ..."interface type enum namespace declare abstract implements private protected public readonly keyof satisfies as is infer".split(" "),
+  ]),
+  builtins: new Set([...NODE.builtins, ..."string number boolean unknown never any object bigint symbol Record Partial Readonly Array".split(" ")]),
+  definers: words("function class interface type enum"),
+};
+
 /** Splits `source` into coloured tokens; joined, their texts are `source` exactly. */
 export function tokenize(source: string, lang: Lang): Token[] {
-  const grammar = lang === "python" ? PYTHON : NODE;
+  const grammar = lang === "python" ? PYTHON : lang === "typescript" ? TYPESCRIPT : NODE;
   const pattern = new RegExp(grammar.pattern.source, grammar.pattern.flags);
   const tokens: Token[] = [];
   const push = (kind: TokenKind, text: string) => {
@@ -112,5 +128,8 @@ export function guessLang(code: string): Lang | null {
   if (/\b(const|let|var|function)\s|=>|;\s*$|===|\bconsole\.|\bawait\b|\bnull\b/m.test(code)) node += 1;
   if (/^\s*return\b/m.test(code)) node += 2;
   if (python === node) return null;
-  return python > node ? "python" : "node";
+  if (python > node) return "python";
+  // Type annotations, interfaces and `as` casts: typescript, not plain node.
+  if (/^\s*(interface|type)\s+\w+|:\s*(string|number|boolean|unknown|any)\b|\bas\s+(const|unknown|any|string|number)\b/m.test(code)) return "typescript";
+  return "node";
 }

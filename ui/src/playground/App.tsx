@@ -21,11 +21,13 @@ const MAX_FEED = 40;
 const SAMPLE_CODE: Record<Lang, string> = {
   python: 'print("hi")\nresult = 2 + 2\n',
   node: 'console.log("hi");\nreturn 2 + 2;\n',
+  typescript: 'const greet = (name: string): string => `hi ${name}`;\nconsole.log(greet("ts"));\nreturn (2 + 2) satisfies number;\n',
 };
 
 const SAMPLE_HANDLER: Record<Lang, string> = {
   python: 'def handler(payload):\n    name = payload.get("name", "world")\n    return {"greeting": f"hello, {name}"}\n',
   node: 'export function handler(payload) {\n  return { greeting: `hello, ${payload.name ?? "world"}` };\n}\n',
+  typescript: 'export function handler(payload: { name?: string }): { greeting: string } {\n  return { greeting: `hello, ${payload.name ?? "world"}` };\n}\n',
 };
 
 interface Entry {
@@ -104,8 +106,9 @@ function EntryView(props: { entry: Entry }) {
 function LangPicker(props: { lang: Lang; onChange(lang: Lang): void; engines: Record<string, string> }) {
   return (
     <div className="pg-lang" role="radiogroup" aria-label="language">
-      {(["python", "node"] as const).map((lang) => {
-        const status = props.engines[lang];
+      {(["python", "node", "typescript"] as const).map((lang) => {
+        // TypeScript runs on the node engine: its status is node's.
+        const status = props.engines[lang === "typescript" ? "node" : lang];
         const ready = status === undefined || status === "ready";
         return (
           <button
@@ -258,7 +261,11 @@ export function App() {
             <>
               <Editor label="code" lang={lang} value={code} onChange={setCode} onSubmit={() => run("once")} minLines={10} />
               <p className="pg-hint">
-                {lang === "python" ? "Python runs as a module: assign result = … to return a value." : "Node runs an async function body: return … gives the value."}{" "}
+                {lang === "python"
+                  ? "Python runs as a module: assign result = … to return a value."
+                  : lang === "typescript"
+                    ? "TypeScript runs on node with its types stripped (not checked): return … gives the value."
+                    : "Node runs an async function body: return … gives the value."}{" "}
                 Ctrl+Enter runs.
               </p>
               <div className="pg-actions">

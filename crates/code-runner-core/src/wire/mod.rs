@@ -8,10 +8,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Which engine backs a runtime.
+/// The language of a runtime, and so which engine backs it.
 ///
-/// Only `node` and `python` are accepted; anything else fails deserialization
-/// before a handler runs, so the schema itself is the validation.
+/// Only `node`, `python` and `typescript` are accepted; anything else fails
+/// deserialization before a handler runs, so the schema itself is the validation.
+/// `typescript` runs on the node engine after its types are stripped (erased to
+/// whitespace, so lines and columns stay the source's); `node` is JavaScript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 #[allow(
@@ -21,16 +23,32 @@ use serde_json::Value;
 pub enum Lang {
     // JavaScript in a V8 isolate.
     Node,
-    // CPython 3.12 compiled to WebAssembly, in wasmtime.
+    // CPython 3.14 compiled to WebAssembly, in wasmtime.
     Python,
+    // TypeScript, type-stripped, then JavaScript in a V8 isolate.
+    TypeScript,
 }
 
 impl Lang {
-    /// The wire spelling: `"node"` or `"python"`.
+    /// Every language, in the order the docs list them.
+    pub const ALL: [Lang; 3] = [Lang::Python, Lang::Node, Lang::TypeScript];
+
+    /// The wire spelling: `"node"`, `"python"` or `"typescript"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Lang::Node => "node",
             Lang::Python => "python",
+            Lang::TypeScript => "typescript",
+        }
+    }
+
+    /// Whether the node engine (V8) runs this language: node and typescript
+    /// share its limits (`heap_mb`, `external_mb`, `iii.files`), its turn
+    /// order and `iii.registerFunction`.
+    pub fn on_node_engine(self) -> bool {
+        match self {
+            Lang::Node | Lang::TypeScript => true,
+            Lang::Python => false,
         }
     }
 }
@@ -46,7 +64,7 @@ impl std::fmt::Display for Lang {
 #[serde(deny_unknown_fields)]
 #[schemars(title = "RunRequest")]
 pub struct RunRequest {
-    /// Node: an async function body (`return x` sets `result`; `await` works). Python: a module (assign `result = x`). A global `iii` is in scope.
+    /// Node and typescript: an async function body (`return x` sets `result`; `await` works; typescript's types are stripped, not checked). Python: a module (assign `result = x`). A global `iii` is in scope.
     pub code: String,
     /// When `runtime_id` is omitted: `true` leaves the runtime running and returns its `runtime_id`; `false` destroys it after the run.
     #[serde(default)]
@@ -79,7 +97,7 @@ pub struct RunResponse {
     pub success: bool,
     /// Wall-clock milliseconds the run took inside the worker.
     pub duration_ms: u64,
-    /// The completion value: what the code returned (node) or assigned to `result` (python). Null when it returned nothing, when it returned something JSON cannot represent, or when the run failed.
+    /// The completion value: what the code returned (node, typescript) or assigned to `result` (python). Null when it returned nothing, when it returned something JSON cannot represent, or when the run failed.
     ///
     /// Always present, never skipped — unlike `runtime_id`, a null result is information ("the code returned nothing") rather than an absence.
     pub result: Value,
@@ -163,7 +181,7 @@ pub struct RegisterRequest {
     /// Optional JSON Schema for the handler's return value; same rules as `request_format`.
     #[serde(default)]
     pub response_format: Option<Value>,
-    /// Source that defines `handler(payload)` in `lang`: `export function handler(payload) {…}` (node; also `function handler`, `export const handler = …`, or a default export that is a function) or `def handler(payload): …` (python).
+    /// Source that defines `handler(payload)` in `lang`: `export function handler(payload) {…}` (node and typescript, an ES module; also `function handler`, `export const handler = …`, or a default export that is a function) or `def handler(payload): …` (python).
     pub source: String,
 }
 

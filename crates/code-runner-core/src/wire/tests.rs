@@ -56,7 +56,7 @@ fn schemas_match_the_contract() {
     assert_eq!(run["properties"]["lang"]["default"], Value::Null);
     assert_eq!(
         run["definitions"]["Lang"]["enum"],
-        json!(["node", "python"])
+        json!(["node", "python", "typescript"])
     );
 
     let response = schema_of::<RunResponse>();
@@ -167,7 +167,7 @@ fn register_schemas_match_the_contract() {
     );
     assert_eq!(
         request["definitions"]["Lang"]["enum"],
-        json!(["node", "python"])
+        json!(["node", "python", "typescript"])
     );
     assert!(
         props["request_format"]["description"]

@@ -42,6 +42,8 @@ pub struct Boot {
     pub options: RuntimeOptions,
     /// The binding namespace that also gets `files`.
     pub files_namespace: Option<String>,
+    /// Whether programs and handler sources are TypeScript, stripped before compiling.
+    pub typescript: bool,
     /// Where binding calls run.
     pub host: tokio::runtime::Handle,
     /// This runtime's side of the watchdog.
@@ -276,7 +278,13 @@ impl Engine {
                 );
                 self.installed = Some(installing);
             }
-            turn::launch(isolate, marker, spec.task, payload_json)
+            turn::launch(
+                isolate,
+                marker,
+                spec.task,
+                payload_json,
+                self.boot.typescript,
+            )
         };
         if self.handle_stop() {
             return;

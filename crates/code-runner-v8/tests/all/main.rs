@@ -15,6 +15,7 @@ mod json;
 mod limits;
 mod seam;
 mod shared;
+mod typescript;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

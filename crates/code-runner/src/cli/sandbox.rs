@@ -33,8 +33,14 @@ fn load(init: &Init) -> LoadedEngines {
     let python = load_python(init.python.dir.clone(), choice, limits)
         .map(|(engine, _)| Arc::new(engine) as Arc<dyn Engine>)
         .map_err(|err| err.to_string());
-    let node = code_runner_v8::V8Engine::new()
-        .map(|engine| Arc::new(engine.files_namespace(FILES_NAMESPACE)) as Arc<dyn Engine>)
+    let v8 = code_runner_v8::V8Engine::new()
+        .map(|engine| engine.files_namespace(FILES_NAMESPACE))
         .map_err(|err| err.to_string());
-    vec![(Lang::Python, python), (Lang::Node, node)]
+    let node = v8.clone().map(|engine| Arc::new(engine) as Arc<dyn Engine>);
+    let typescript = v8.map(|engine| Arc::new(engine.typescript()) as Arc<dyn Engine>);
+    vec![
+        (Lang::Python, python),
+        (Lang::Node, node),
+        (Lang::TypeScript, typescript),
+    ]
 }

@@ -39,7 +39,8 @@ pub const MAX_KEPT_SOURCE_BYTES: usize = 4 * 1024 * 1024;
 pub fn probe_source(lang: Lang) -> &'static str {
     match lang {
         Lang::Python => "def handler(payload):\n    return True\n",
-        Lang::Node => "export function handler(payload) {\n  return true;\n}\n",
+        // Valid TypeScript too: a probe has nothing to strip.
+        Lang::Node | Lang::TypeScript => "export function handler(payload) {\n  return true;\n}\n",
     }
 }
 

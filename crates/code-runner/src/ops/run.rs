@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use code_runner_core::wire::{RunRequest, RunResponse, schema_of};
 use code_runner_core::{
-    AbortSignal, ErrorCode, ImageCaps, Lang, OutputCaps, RunnerError, Task, TurnEnding, TurnImages,
+    AbortSignal, ErrorCode, ImageCaps, OutputCaps, RunnerError, Task, TurnEnding, TurnImages,
     TurnOutcome, TurnSpec, cap_images, settle_response,
 };
 use serde_json::Value;
@@ -106,10 +106,10 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
         .lang
         .ok_or_else(|| RunnerError::invalid("lang is required when runtime_id is omitted"))?;
     let engine = ops.engine(lang)?;
-    if lang == Lang::Node && request.memory_mb.is_some() {
-        return Err(RunnerError::invalid(
-            "memory_mb applies to python; a node runtime's heap is the configuration's heap_mb",
-        )
+    if lang.on_node_engine() && request.memory_mb.is_some() {
+        return Err(RunnerError::invalid(format!(
+            "memory_mb applies to python; a {lang} runtime's heap is the configuration's heap_mb"
+        ))
         .into());
     }
     let memory_mb = config.memory_mb(request.memory_mb)?;

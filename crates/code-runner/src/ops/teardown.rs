@@ -92,7 +92,7 @@ pub(crate) async fn teardown_namespace(
     let runtimes = ops.namespaces.take(&namespace, &held);
     let mut destroyed = !runtimes.is_empty();
     let mut unregistered = Vec::new();
-    for lang in [Lang::Python, Lang::Node] {
+    for lang in Lang::ALL {
         let owner = Owner::Namespace {
             namespace: namespace.clone(),
             lang,

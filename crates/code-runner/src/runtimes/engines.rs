@@ -63,15 +63,18 @@ async fn load_in_process(
     let python = python
         .map(|(engine, _)| Arc::new(engine) as Arc<dyn Engine>)
         .map_err(|err| err.to_string());
-    let node = tokio::task::spawn_blocking(code_runner_v8::V8Engine::new)
+    let v8 = tokio::task::spawn_blocking(code_runner_v8::V8Engine::new)
         .await
         .map_err(|err| RunnerError::engine(format!("node engine loader panicked: {err}")))?
-        .map(|engine| Arc::new(engine.files_namespace(FILES_NAMESPACE)) as Arc<dyn Engine>)
+        .map(|engine| engine.files_namespace(FILES_NAMESPACE))
         .map_err(|err| err.to_string());
+    let node = v8.clone().map(|engine| Arc::new(engine) as Arc<dyn Engine>);
+    let typescript = v8.map(|engine| Arc::new(engine.typescript()) as Arc<dyn Engine>);
     Ok(Loaded {
         python,
         python_interpreter: interpreter,
         node,
+        typescript,
         sandbox: None,
     })
 }
@@ -82,16 +85,25 @@ pub(crate) struct Loaded {
     /// Which interpreter python runs (`lean`, `data`), once it loaded.
     pub python_interpreter: Option<&'static str>,
     pub node: Result<Arc<dyn Engine>, String>,
+    pub typescript: Result<Arc<dyn Engine>, String>,
     pub sandbox: Option<Arc<code_runner_sandbox::Pool>>,
 }
 
-/// Both engines (or why one is unavailable) and their warm pools.
+/// The engine of each language (or why it is unavailable) and the warm pools.
+///
+/// Node and typescript are one V8 engine (one startup snapshot) in two
+/// modes: a runtime strips types or does not from its boot on, so each has
+/// its own pool. The node pool fills at start; the typescript pool fills
+/// after the first typescript run, so a worker that never sees TypeScript
+/// never boots isolates for it.
 pub struct Engines {
     python: Result<Arc<dyn Engine>, String>,
     /// Which interpreter the python engine runs, once loaded: `lean` or `data`.
     python_interpreter: Option<&'static str>,
     node: Result<Arc<dyn Engine>, String>,
+    typescript: Result<Arc<dyn Engine>, String>,
     node_pool: Option<Arc<WarmPool>>,
+    typescript_pool: Option<Arc<WarmPool>>,
     /// With `isolation: process`, the sandbox processes behind both engines.
     sandbox: Option<Arc<code_runner_sandbox::Pool>>,
     runtimes_dir: PathBuf,
@@ -134,6 +146,7 @@ impl Engines {
             python,
             python_interpreter,
             node,
+            typescript,
             sandbox,
         } = loaded;
         for (lang, engine) in [(Lang::Python, &python), (Lang::Node, &node)] {
@@ -148,32 +161,41 @@ impl Engines {
             python,
             python_interpreter,
             node,
+            typescript,
             sandbox,
             node_pool: None,
+            typescript_pool: None,
             runtimes_dir,
             scratch_root: config.scratch_root.clone(),
         };
         // Python instantiates its snapshot per run (about a millisecond, no
         // boot to hide), so only node keeps booted runtimes ready.
-        if warm_pool
-            && config.warm_pool > 0
-            && let Ok(engine) = engines.engine(Lang::Node)
-        {
-            let template = engines.runtime_options(
-                config,
-                Lang::Node,
-                DEFAULT_MEMORY_MB.min(config.max_memory_mb),
-                PathBuf::new(),
-            );
-            let pool = WarmPool::new(
-                engine,
-                template,
-                warm_up_bindings(Lang::Node),
-                config.warm_pool,
-                engines.dir_root(Lang::Node),
-            );
-            pool.refill();
-            engines.node_pool = Some(pool);
+        if warm_pool && config.warm_pool > 0 {
+            for lang in [Lang::Node, Lang::TypeScript] {
+                let Ok(engine) = engines.engine(lang) else {
+                    continue;
+                };
+                let template = engines.runtime_options(
+                    config,
+                    lang,
+                    DEFAULT_MEMORY_MB.min(config.max_memory_mb),
+                    PathBuf::new(),
+                );
+                let pool = WarmPool::new(
+                    engine,
+                    template,
+                    warm_up_bindings(lang),
+                    config.warm_pool,
+                    engines.dir_root(lang),
+                );
+                match lang {
+                    Lang::TypeScript => engines.typescript_pool = Some(pool),
+                    _ => {
+                        pool.refill();
+                        engines.node_pool = Some(pool);
+                    }
+                }
+            }
         }
         Ok(engines)
     }
@@ -186,6 +208,7 @@ impl Engines {
         match lang {
             Lang::Python => self.python.clone(),
             Lang::Node => self.node.clone(),
+            Lang::TypeScript => self.typescript.clone(),
         }
         .map_err(RunnerError::engine)
     }
@@ -195,14 +218,16 @@ impl Engines {
         match lang {
             Lang::Python => None,
             Lang::Node => self.node_pool.as_ref(),
+            Lang::TypeScript => self.typescript_pool.as_ref(),
         }
     }
 
-    /// Where `lang`'s runtime directories live: node's under `scratch_root`
-    /// when it is set, everything else under `<data-dir>/runtimes`.
+    /// Where `lang`'s runtime directories live: the node engine's (node,
+    /// typescript) under `scratch_root` when it is set, everything else
+    /// under `<data-dir>/runtimes`.
     fn dir_root(&self, lang: Lang) -> PathBuf {
-        match (lang, &self.scratch_root) {
-            (Lang::Node, Some(root)) => root.clone(),
+        match &self.scratch_root {
+            Some(root) if lang.on_node_engine() => root.clone(),
             _ => self.runtimes_dir.clone(),
         }
     }
@@ -215,9 +240,9 @@ impl Engines {
     /// `code-runner::engine` when the directory cannot be created.
     pub fn work_dir(&self, lang: Lang) -> Result<WorkDir, RunnerError> {
         let path = self.dir_root(lang).join(new_dir_name());
-        match lang {
-            Lang::Python => WorkDir::create(path),
-            Lang::Node => Ok(WorkDir(path)),
+        match lang.on_node_engine() {
+            false => WorkDir::create(path),
+            true => Ok(WorkDir(path)),
         }
     }
 
@@ -237,9 +262,9 @@ impl Engines {
             max_result_bytes: config.output_caps().max_result_bytes,
             ..RuntimeOptions::default()
         };
-        match lang {
-            Lang::Python => defaults,
-            Lang::Node => RuntimeOptions {
+        match lang.on_node_engine() {
+            false => defaults,
+            true => RuntimeOptions {
                 heap_mb: config.heap_mb,
                 external_mb: config.external_mb,
                 // `scratch_mb: 0` disables iii.files (every write refused), never "no quota".

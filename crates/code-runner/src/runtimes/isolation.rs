@@ -72,7 +72,8 @@ pub(crate) async fn load(
                 return Loaded {
                     python: Err(why.clone()),
                     python_interpreter: None,
-                    node: Err(why),
+                    node: Err(why.clone()),
+                    typescript: Err(why),
                     sandbox: None,
                 };
             }
@@ -123,10 +124,13 @@ pub(crate) async fn load(
     let python = python_ok
         .map(|_| Arc::new(SandboxEngine::new(Lang::Python, pool.clone())) as Arc<dyn Engine>);
     let node = Ok(Arc::new(SandboxEngine::new(Lang::Node, pool.clone())) as Arc<dyn Engine>);
+    let typescript =
+        Ok(Arc::new(SandboxEngine::new(Lang::TypeScript, pool.clone())) as Arc<dyn Engine>);
     Loaded {
         python,
         python_interpreter: interpreter,
         node,
+        typescript,
         sandbox: Some(pool),
     }
 }

@@ -14,6 +14,8 @@
 mod run;
 // Kept runtimes: what persists across turns, teardown, reaping, directories.
 mod keep;
+// `lang: "typescript"`: stripped types, refused transforms, kept and registered.
+mod typescript;
 // The fault matrix: hostile or broken programs and their documented endings.
 mod faults;
 // Python's data stack: numpy and pandas in plain python runs, `images`, a lean worker.

@@ -193,7 +193,8 @@ fn operation_text(name: &str, config: &Config, data_stack: bool) -> String {
         "run" => format!(
             "Run code in a sandbox: {}. \
              lang \"python\": a script; assign `result` to return a value. lang \"node\": the body of an \
-             async function; `return` the value, `await` freely. The answer has stdout, stderr, exit_code \
+             async function; `return` the value, `await` freely. lang \"typescript\": the same, types \
+             stripped and not checked (enum, namespace, parameter properties and decorators refused). The answer has stdout, stderr, exit_code \
              and result: a failing script is an answer (exit_code 1 and the traceback), not an error. \
              Caps: stdout and stderr keep {} each (head and tail, a marker between), result {}: print \
              less or return a summary when a cap is hit. timeout_ms defaults to {} ms (at most {}). \
@@ -209,7 +210,7 @@ fn operation_text(name: &str, config: &Config, data_stack: bool) -> String {
              register_function namespace (namespace), and unregister their functions."
             .to_string(),
         _ => "Publish a function whose handler runs in a sandbox: source defines handler(payload) \
-             in lang (python: def handler(payload); node: function handler(payload)); it then \
+             in lang (python: def handler(payload); node or typescript: function handler(payload)); it then \
              appears as a tool named by its id with `::` written `.` (my-app::greet is \
              my-app.greet) until torn down."
             .to_string(),

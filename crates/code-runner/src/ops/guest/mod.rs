@@ -138,7 +138,7 @@ pub(crate) fn bindings(ops: Weak<Ops>, ctx: GuestContext) -> GuestBindings {
         })
         .value("namespace", namespace)
         .error_class("IIIError", "member");
-    if ctx.lang == Lang::Node {
+    if ctx.lang.on_node_engine() {
         iii = iii.registrar("registerFunction", move |args, _call| {
             register_from_guest(ops.clone(), ctx.clone(), args)
         });

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Weak};
 
-use code_runner_core::{BindingError, Lang, RunnerError};
+use code_runner_core::{BindingError, RunnerError};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -86,13 +86,13 @@ pub(super) async fn register_from_guest(
     let function = crate::ops::invoke::published_function(
         &ops,
         &id,
-        Lang::Node,
+        ctx.lang,
         description,
         request_schema,
         response_schema,
     );
     ops.published
-        .publish(&id, ctx.owner(), Lang::Node, function, &ops.bus)
+        .publish(&id, ctx.owner(), ctx.lang, function, &ops.bus)
         .map_err(binding_error)?;
     Ok(json!({ "function_id": id.as_str(), "registered": true }))
 }
@@ -106,7 +106,7 @@ mod tests {
 
     use std::time::{Duration, Instant};
 
-    use code_runner_core::BindingCall;
+    use code_runner_core::{BindingCall, Lang};
 
     use super::*;
     use crate::bus::names::RUN;

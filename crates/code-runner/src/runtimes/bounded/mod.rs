@@ -80,7 +80,7 @@ impl Bounded {
     /// runs a call of a handler beside them (a program may call its own
     /// runtime's handler and wait for it).
     fn ordered(&self, task: &Task) -> bool {
-        self.runtime.lang() == Lang::Python || !matches!(task, Task::Invoke { .. })
+        !self.runtime.lang().on_node_engine() || !matches!(task, Task::Invoke { .. })
     }
 
     /// Gives up a runtime that is gone without a close (its sandbox

@@ -80,7 +80,7 @@ async fn a_client_value_quoted_into_an_error_comes_back_bounded() {
     );
     assert!(message.contains("message truncated"), "{}", start(message));
     assert!(
-        message.ends_with("expected `node` or `python`"),
+        message.ends_with("expected one of `node`, `python`, `typescript`"),
         "{}",
         start(message)
     );

@@ -1,0 +1,78 @@
+//! `usage` in every run response, measured by the sandbox (issue 22): CPU
+//! time of the runtime's thread, the turn's peak memory, wall time.
+
+use crate::helpers::Server;
+use crate::helpers::lang::{LANGS, pick};
+
+/// A busy loop of ~300 ms reports at least 150 ms of CPU in both languages,
+/// and a failed run (exit 1) carries usage too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_loop_reports_its_cpu() {
+    let server = Server::start().await;
+    for lang in LANGS {
+        let code = pick(
+            lang,
+            "import time\nend = time.monotonic() + 0.3\nwhile time.monotonic() < end:\n    pass\nresult = 1",
+            "const end = Date.now() + 300; while (Date.now() < end) {} return 1",
+        );
+        let body = server.run_in(lang, code).await.ok().clone();
+        assert_eq!(body["result"], 1, "{lang}: {body}");
+        let cpu = body["usage"]["cpu_ms"].as_f64().unwrap();
+        assert!(cpu >= 150.0, "{lang}: {body}");
+        assert!(
+            body["usage"]["wall_ms"].as_u64().unwrap() >= 300,
+            "{lang}: {body}"
+        );
+        let failed = pick(lang, "raise ValueError('x')", "throw new Error('x')");
+        let body = server.run_in(lang, failed).await.ok().clone();
+        assert_eq!(body["exit_code"], 1, "{lang}: {body}");
+        assert!(
+            body["usage"]["peak_memory_bytes"].as_u64().unwrap() > 0,
+            "{lang}: {body}"
+        );
+    }
+}
+
+/// A 50 MiB python allocation and a node heap of a million objects report a
+/// peak at least that large; a trivial run reports small numbers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_peaks_are_reported_and_a_trivial_run_is_small() {
+    let server = Server::start().await;
+    let body = server
+        .run_in("python", "b = bytearray(50 * 1024 * 1024)\nresult = len(b)")
+        .await
+        .ok()
+        .clone();
+    assert_eq!(body["result"], 50 << 20, "{body}");
+    assert!(
+        body["usage"]["peak_memory_bytes"].as_u64().unwrap() >= 50 << 20,
+        "{body}"
+    );
+    let body = server
+        .run_in(
+            "node",
+            "const a = []; for (let i = 0; i < 1_000_000; i++) a.push({ i }); return a.length",
+        )
+        .await
+        .ok()
+        .clone();
+    assert_eq!(body["result"], 1_000_000, "{body}");
+    // A million objects of one field each: at least 16 bytes apiece.
+    assert!(
+        body["usage"]["peak_memory_bytes"].as_u64().unwrap() >= 16_000_000,
+        "{body}"
+    );
+    for (lang, code, most) in [
+        ("python", "result = 1", 64u64 << 20),
+        ("node", "return 1", 16 << 20),
+        ("typescript", "return 1 as number", 16 << 20),
+    ] {
+        let body = server.run_in(lang, code).await.ok().clone();
+        let usage = &body["usage"];
+        assert!(
+            usage["peak_memory_bytes"].as_u64().unwrap() < most,
+            "{lang}: {body}"
+        );
+        assert!(usage["cpu_ms"].as_f64().unwrap() < 100.0, "{lang}: {body}");
+    }
+}

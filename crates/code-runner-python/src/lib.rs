@@ -59,6 +59,7 @@ mod output;
 mod protocol;
 mod runtime;
 mod session;
+mod threads;
 pub mod work_quota;
 
 use std::path::{Path, PathBuf};

@@ -1,4 +1,5 @@
-//! A python runtime: its own OS thread owning one wasmtime `Store` (the
+//! A python runtime: an engine thread (from [`crate::threads`], its own for
+//! the runtime's life) owning one wasmtime `Store` (the
 //! lean flavour's `session`, the data flavour's `data::session`), started by
 //! [`PythonEngine::boot`], and [`PythonRuntime`], the handle the seam holds:
 //! turns go to the thread one at a time over a channel; closing drops the
@@ -14,10 +15,10 @@ use code_runner_core::{
     caps::{Stream, StreamBuffer},
 };
 
+use crate::PythonEngine;
 use crate::control::{Boot, Command, Link};
 use crate::ending::crashed;
 use crate::session;
-use crate::{PythonEngine, THREAD_STACK_BYTES};
 
 impl PythonEngine {
     /// Starts a runtime on its own thread and waits until its instance is ready.
@@ -54,14 +55,11 @@ impl PythonEngine {
             runtime,
             slot,
         };
-        std::thread::Builder::new()
-            .name("code-runner-python".into())
-            .stack_size(THREAD_STACK_BYTES)
-            .spawn(move || {
-                thread_main(boot, receiver, ready_tx);
-                let _ = exited_tx.send(());
-            })
-            .map_err(|err| RunnerError::engine(format!("cannot start a runtime thread: {err}")))?;
+        crate::threads::spawn(Box::new(move || {
+            thread_main(boot, receiver, ready_tx);
+            let _ = exited_tx.send(());
+        }))
+        .map_err(|err| RunnerError::engine(format!("cannot start a runtime thread: {err}")))?;
         let runtime = PythonRuntime {
             commands: Mutex::new(Some(commands)),
             link,

@@ -5,7 +5,9 @@
 //! and blocks the thread doing it, so it never runs on a tokio worker: the
 //! owner awaits [`WorkDir::remove`] (a blocking-pool task) once the runtime
 //! is closed, and a directory dropped without that is removed in the
-//! background the same way.
+//! background the same way. Most one-shot runs never write to `/work`: an
+//! empty directory goes with one `rmdir` where it is, without the blocking
+//! pool's hand-off and walk.
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +33,9 @@ impl WorkDir {
     /// after the runtime is closed: nothing may still be writing there.
     pub async fn remove(mut self) {
         let path = std::mem::take(&mut self.0);
+        if removed_empty(&path) {
+            return;
+        }
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
                 let _ = handle.spawn_blocking(move || remove_now(&path)).await;
@@ -43,7 +48,7 @@ impl WorkDir {
 impl Drop for WorkDir {
     fn drop(&mut self) {
         let path = std::mem::take(&mut self.0);
-        if path.as_os_str().is_empty() {
+        if path.as_os_str().is_empty() || removed_empty(&path) {
             return;
         }
         match tokio::runtime::Handle::try_current() {
@@ -55,11 +60,42 @@ impl Drop for WorkDir {
     }
 }
 
+/// Removes `path` if it is an empty directory (or already gone): one
+/// `rmdir`, as cheap as the `mkdir` that made it. `false`: it holds
+/// something (or cannot be removed so), for [`remove_now`] off the workers.
+fn removed_empty(path: &Path) -> bool {
+    match std::fs::remove_dir(path) {
+        Ok(()) => true,
+        Err(err) => err.kind() == std::io::ErrorKind::NotFound,
+    }
+}
+
 fn remove_now(path: &Path) {
     match std::fs::remove_dir_all(path) {
         Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
             tracing::warn!("cannot remove {}: {err}", path.display());
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An untouched directory and one a guest filled are both gone once
+    /// `remove` answers: the one-`rmdir` path must not leave a full one behind.
+    #[tokio::test]
+    async fn remove_takes_empty_and_filled_directories() {
+        let root = tempfile::tempdir().unwrap();
+        let empty = WorkDir::create(root.path().join("empty")).unwrap();
+        let filled = WorkDir::create(root.path().join("filled")).unwrap();
+        std::fs::create_dir(filled.0.join("sub")).unwrap();
+        std::fs::write(filled.0.join("sub/file"), b"x").unwrap();
+        let (a, b) = (empty.0.clone(), filled.0.clone());
+        empty.remove().await;
+        filled.remove().await;
+        assert!(!a.exists(), "the empty directory is removed");
+        assert!(!b.exists(), "the filled directory is removed");
     }
 }

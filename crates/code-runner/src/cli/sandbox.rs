@@ -10,7 +10,8 @@ use code_runner_core::{Engine, Lang, PythonInterpreter};
 use code_runner_sandbox::Init;
 use code_runner_sandbox::child::LoadedEngines;
 
-use crate::runtimes::engines::{FILES_NAMESPACE, load_python};
+use crate::runtimes::engines::FILES_NAMESPACE;
+use crate::runtimes::loading::load_python;
 
 /// Serves as a sandbox process until the worker closes the socket.
 pub fn main() -> ExitCode {

@@ -5,45 +5,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use code_runner_core::{
-    Bindings, Config, DEFAULT_MEMORY_MB, Engine, Isolation, Lang, PythonInterpreter, RunnerError,
-    RuntimeOptions,
+    Bindings, Config, DEFAULT_MEMORY_MB, Engine, Isolation, Lang, RunnerError, RuntimeOptions,
 };
 use serde_json::{Value, json};
 
 use crate::ids::new_dir_name;
+use crate::runtimes::loading::{Loaded, load_python};
 use crate::runtimes::pool::WarmPool;
 use crate::runtimes::workdir::WorkDir;
 
 /// The binding namespace the node engine attaches `iii.files` to.
 pub const FILES_NAMESPACE: &str = "iii";
-
-/// Loads the python engine: the lean interpreter from `dir` when one is
-/// given (`--python-wasm`), else the interpreter the configuration chooses
-/// from its default location. Answers the engine and its interpreter's name.
-pub(crate) fn load_python(
-    dir: Option<PathBuf>,
-    choice: PythonInterpreter,
-    limits: code_runner_python::EngineLimits,
-) -> Result<(code_runner_python::PythonEngine, &'static str), code_runner_python::PythonError> {
-    use code_runner_python::{Interpreter, PythonEngine};
-    let engine = match (dir, choice) {
-        (Some(dir), _) => PythonEngine::load(&dir, limits)?,
-        (None, PythonInterpreter::Auto) => {
-            PythonEngine::with_interpreter(Interpreter::Auto, limits)?
-        }
-        (None, PythonInterpreter::Lean) => {
-            PythonEngine::with_interpreter(Interpreter::Lean, limits)?
-        }
-        (None, PythonInterpreter::Data) => {
-            PythonEngine::with_interpreter(Interpreter::Data, limits)?
-        }
-    };
-    let name = match engine.interpreter() {
-        Interpreter::Data => "data",
-        _ => "lean",
-    };
-    Ok((engine, name))
-}
 
 /// Loads both engines into this process (`isolation: in-process`), and
 /// names python's interpreter.
@@ -77,16 +49,6 @@ async fn load_in_process(
         typescript,
         sandbox: None,
     })
-}
-
-/// What loading the engines answers, in either mode.
-pub(crate) struct Loaded {
-    pub python: Result<Arc<dyn Engine>, String>,
-    /// Which interpreter python runs (`lean`, `data`), once it loaded.
-    pub python_interpreter: Option<&'static str>,
-    pub node: Result<Arc<dyn Engine>, String>,
-    pub typescript: Result<Arc<dyn Engine>, String>,
-    pub sandbox: Option<Arc<code_runner_sandbox::Pool>>,
 }
 
 /// The engine of each language (or why it is unavailable) and the warm pools.

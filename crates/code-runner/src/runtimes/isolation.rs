@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use code_runner_core::{Config, Engine, Isolation, Lang};
 use code_runner_sandbox::{Init, Pool, PythonInit, SandboxEngine, SandboxOptions};
 
-use crate::runtimes::engines::{Loaded, load_python};
+use crate::runtimes::loading::{Loaded, load_python};
 
 /// The hidden argument that starts a sandbox process.
 pub const SANDBOX_ROLE: &str = "__sandbox";

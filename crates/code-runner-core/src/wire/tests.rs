@@ -66,6 +66,7 @@ fn schemas_match_the_contract() {
             pairs(&[
                 ("duration_ms", json!("integer")),
                 ("exit_code", json!("integer")),
+                ("images", json!("array")),
                 ("result", Value::Null),
                 ("runtime_id", json!(["string", "null"])),
                 ("stderr", json!("string")),

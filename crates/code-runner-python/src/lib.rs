@@ -372,32 +372,42 @@ impl Engine for PythonEngine {
     }
 }
 
-/// Dirty bytes of each pooled linear memory kept resident (reset in place)
-/// when a runtime ends, in both flavours; see [`keep_resident`].
+/// Bytes of each pooled linear memory kept resident (reset in place) when a
+/// runtime ends, in both flavours; see [`keep_resident`].
 ///
-/// A lean one-shot dirties ~350 pages (1.4 MiB) of its 14 MiB image, a data
-/// one-shot ~580; wasmtime keeps at most 32 runs of dirty pages per memory
-/// (the rest it decommits), which covers ~90 and ~150 of them: 4 MiB is above
-/// what those runs hold, and the most one slot can keep whatever a guest
-/// did. Measured (`examples/python_oneshot.rs`, lean, one client): 350 → 261
-/// faults per run; 4 MiB and 64 MiB kept the same.
-const MEMORY_KEEP_RESIDENT: usize = 4 << 20;
+/// `PAGEMAP_SCAN` cannot tell a page this run wrote from one an earlier reset
+/// copied back: both are private anonymous pages, so what a slot keeps is
+/// every page it ever dirtied, up to this budget, copied back from the image
+/// on every reset. Measured (`examples/python_oneshot.rs`, one client, then
+/// four): a lean slot settles at 8.4 MiB of such pages, a data slot at 56 MiB.
+/// 4 MiB left lean 197 faults per run (58 % of the CPU in the kernel,
+/// 239 runs/s at four clients); 16 MiB keeps all of it (0 faults, 21 %,
+/// 652 runs/s). The data flavour gains less (137 → 178 runs/s at four);
+/// keeping its 56 MiB costs more to copy than the faults it saves (139).
+const MEMORY_KEEP_RESIDENT: usize = 16 << 20;
 /// Bytes of each pooled table kept resident: the funcref tables the
 /// interpreter's start functions fill on every instantiation (13 faults per
 /// lean run fewer).
 const TABLE_KEEP_RESIDENT: usize = 1 << 20;
+/// Idle pooled slots that may keep their pages: none beyond what was once in
+/// use at the same time, so the resident set grows with the peak of live
+/// runtimes (about 8 MiB per lean slot), not with every slot of the pool.
+const MAX_UNUSED_WARM_SLOTS: u32 = 0;
 
 /// Keeps the pages a runtime dirtied resident in its pooled slots when it
 /// ends, reset in place (copied back from the image, or zeroed), instead of
 /// handing them back to the kernel and faulting them in again on the next
-/// instance: with `PAGEMAP_SCAN` (Linux 6.7+) only the dirty pages are
+/// instance: with `PAGEMAP_SCAN` (Linux 6.7+) only the written pages are
 /// reset; without it, the first [`MEMORY_KEEP_RESIDENT`] bytes of each
 /// memory are. What stays resident is at most that per pooled memory, plus
-/// [`TABLE_KEEP_RESIDENT`] per pooled table; a slot's pages are the image's
-/// again before another instance sees them.
+/// [`TABLE_KEEP_RESIDENT`] per pooled table, in the slots the peak of live
+/// runtimes used ([`MAX_UNUSED_WARM_SLOTS`]); a slot's pages are the image's
+/// again before another instance sees them (wasmtime's reset resumes its scan
+/// past a full region buffer and covers pages in swap: `vendor/README.md`).
 pub(crate) fn keep_resident(pool: &mut wasmtime::PoolingAllocationConfig) {
     pool.linear_memory_keep_resident(MEMORY_KEEP_RESIDENT)
         .table_keep_resident(TABLE_KEEP_RESIDENT)
+        .max_unused_warm_slots(MAX_UNUSED_WARM_SLOTS)
         .pagemap_scan(wasmtime::Enabled::Auto);
 }
 

@@ -313,6 +313,39 @@ async fn runs_are_isolated() {
     assert_eq!(second.value, Some(json!([[], false])));
 }
 
+/// A run that dirties its memory in more scattered runs of pages than the pooled
+/// slot's reset keeps (16 MiB; wasmtime's scan resumes past its region buffer)
+/// and rewrites interpreter state leaves nothing for the runs after it: each
+/// fresh run sees the state a fresh run before it saw.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scattered_dirty_heap_is_reset_before_the_next_run() {
+    let rt = seam(CodeRuntimeOptions::default());
+    let probe = "import sys, json, builtins\n\
+                 result = [json.dumps.__name__, 'planted' in dir(builtins), \
+                 getattr(sys, 'planted', None), len(sys.modules), sum(map(len, sys.modules))]";
+    let before = run(&rt, request(probe)).await;
+    assert!(before.error.is_none(), "{:?}", before.error);
+    let dirty = run(
+        &rt,
+        request(
+            "import sys, json, builtins\n\
+             blocks = [bytearray(4096) for _ in range(12_000)]\n\
+             for i, b in enumerate(blocks):\n    b[0] = 255; b[-1] = i % 251\n\
+             del blocks[::2]\n\
+             json.dumps = lambda *a, **k: 'planted'\n\
+             builtins.planted = True\nsys.planted = 'x' * 100_000\n\
+             import csv, decimal, fractions, statistics\n\
+             result = len(blocks)",
+        ),
+    )
+    .await;
+    assert_eq!(dirty.value, Some(json!(6_000)), "{:?}", dirty.error);
+    for _ in 0..4 {
+        let after = run(&rt, request(probe)).await;
+        assert_eq!(after.value, before.value);
+    }
+}
+
 /// Dispose aborts runs in flight, waits for them, and refuses later runs.
 #[tokio::test(flavor = "multi_thread")]
 async fn dispose_aborts_and_awaits_runs_in_flight() {

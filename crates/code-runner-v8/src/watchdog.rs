@@ -4,7 +4,11 @@
 //! every runtime has a [`Watch`]: the deadline and abort signals of its turns
 //! in flight, and whether its thread is inside JavaScript right now. The
 //! watchdog thread wakes every [`TICK`] while some runtime has turns in
-//! flight (and sleeps on a condition variable otherwise); when a thread has
+//! flight, and for [`LINGER`] after the last one ended, then sleeps on a
+//! condition variable until a turn starts: a steady stream of turns never
+//! pays a thread wake-up, and a turn that starts while it sleeps always
+//! wakes it (the flag that says it sleeps is read under the lock it sleeps
+//! on, so the wake-up cannot fall between its check and its wait). When a thread has
 //! been in JavaScript past a deadline, or an abort fired, or the runtime is
 //! closing, it records the reason, then terminates the isolate. The reason is
 //! recorded first because V8 reports every termination the same way.
@@ -21,6 +25,9 @@ use code_runner_core::AbortSignal;
 
 /// The watchdog's resolution: how late past its deadline a busy loop may run.
 pub const TICK: Duration = Duration::from_millis(5);
+/// How long the watchdog keeps ticking after the last turn ended, before it
+/// sleeps until the next one starts.
+const LINGER: Duration = Duration::from_secs(1);
 
 /// Why the host stopped an isolate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +118,7 @@ impl Watch {
             armed.generation
         };
         if busy && let Ok(watchdog) = watchdog() {
-            watchdog.wake.notify_one();
+            watchdog.wake_if_asleep();
         }
         generation
     }
@@ -309,36 +316,60 @@ impl Drop for InJs<'_> {
 }
 
 struct Watchdog {
-    watches: Mutex<Vec<Weak<Watch>>>,
+    watched: Mutex<Watched>,
     wake: Condvar,
+}
+
+/// What the watchdog's lock guards.
+#[derive(Default)]
+struct Watched {
+    watches: Vec<Weak<Watch>>,
+    /// The watchdog waits for a turn to start, with no timeout.
+    asleep: bool,
 }
 
 impl Watchdog {
     fn register(&self, watch: &Arc<Watch>) {
-        let mut watches = lock(&self.watches);
-        watches.retain(|w| w.strong_count() > 0);
-        watches.push(Arc::downgrade(watch));
+        let mut watched = lock(&self.watched);
+        watched.watches.retain(|w| w.strong_count() > 0);
+        watched.watches.push(Arc::downgrade(watch));
+    }
+
+    /// A turn started: wake the watchdog if it sleeps without a timeout
+    /// (while it ticks it sees the turn within a [`TICK`]).
+    fn wake_if_asleep(&self) {
+        if lock(&self.watched).asleep {
+            self.wake.notify_one();
+        }
     }
 
     fn run(&self) {
-        let mut watches = lock(&self.watches);
+        let mut watched = lock(&self.watched);
+        let mut last_busy = Instant::now();
         loop {
             let now = Instant::now();
             let mut busy = false;
-            watches.retain(|weak| match weak.upgrade() {
+            watched.watches.retain(|weak| match weak.upgrade() {
                 Some(watch) => {
                     busy |= watch.check(now);
                     true
                 }
                 None => false,
             });
-            watches = if busy {
+            if busy {
+                last_busy = now;
+            }
+            watched = if now.duration_since(last_busy) < LINGER {
                 self.wake
-                    .wait_timeout(watches, TICK)
+                    .wait_timeout(watched, TICK)
                     .map(|(guard, _)| guard)
                     .unwrap_or_else(|p| p.into_inner().0)
             } else {
-                self.wake.wait(watches).unwrap_or_else(|p| p.into_inner())
+                watched.asleep = true;
+                let mut guard = self.wake.wait(watched).unwrap_or_else(|p| p.into_inner());
+                guard.asleep = false;
+                last_busy = Instant::now();
+                guard
             };
         }
     }
@@ -349,7 +380,7 @@ fn watchdog() -> Result<&'static Watchdog, String> {
     WATCHDOG
         .get_or_init(|| {
             let watchdog: &'static Watchdog = Box::leak(Box::new(Watchdog {
-                watches: Mutex::new(Vec::new()),
+                watched: Mutex::new(Watched::default()),
                 wake: Condvar::new(),
             }));
             std::thread::Builder::new()

@@ -9,7 +9,7 @@ use super::collect::LangResults;
 use super::measure::{Lifecycle, Throughput};
 use super::profiles::Profile;
 use super::stats::{Compute, Stats};
-use super::table::{Row, num};
+use super::table::{Row, Target, num};
 use super::{Outcome, Plan};
 
 /// `a / b` of two figures, or the first reason one is missing.
@@ -138,7 +138,7 @@ pub fn rows(profiles: &[Profile], results: &[LangResults], plan: &Plan) -> Vec<R
                 format!("{lang} kernel share of the process CPU, concurrency {concurrency}"),
                 cpu(|f| f.kernel_percent),
                 "%",
-                None,
+                Some(Target::at_most(20.0, "%")),
             ));
         }
         let rss = r

@@ -168,6 +168,30 @@ async fn stack_overflow_is_a_range_error() {
     rt.close().await;
 }
 
+/// A turn that starts while the watchdog sleeps (nothing ran for longer than
+/// it lingers) still has its deadline kept: the turn's start wakes it. In a
+/// child process, so no other test keeps the watchdog awake.
+#[test]
+fn a_busy_loop_after_a_quiet_spell_times_out() {
+    in_child("limits::child_busy_loop_after_a_quiet_spell");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "run by a_busy_loop_after_a_quiet_spell_times_out in a child process"]
+async fn child_busy_loop_after_a_quiet_spell() {
+    let (rt, _dir) = runtime().await;
+    assert_eq!(value(&rt.run(turn("return 1")).await), json!(1));
+    // Three times as long as the watchdog lingers after the last turn.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let busy = run_with_budget(&rt, "while (true) {}", 200, Bindings::none());
+    let (out, took) = tokio::time::timeout(Duration::from_secs(30), busy)
+        .await
+        .expect("the watchdog never stopped a busy loop that started while it slept");
+    assert_timeout(&out, took, 200);
+    assert_eq!(value(&rt.run(turn("return 2 + 2")).await), json!(4));
+    rt.close().await;
+}
+
 /// A heap bomb is `resource_exhausted` naming the limit, not a process abort;
 /// the runtime answers its next turn from a fresh isolate.
 #[test]

@@ -21,8 +21,9 @@ use crate::wire::Lang;
 ///
 /// Engines add their own keys here with a default, so that callers build it
 /// as `RuntimeOptions { work_dir, ..RuntimeOptions::default() }`. Each engine
-/// reads the keys of its language and ignores the others.
-#[derive(Debug, Clone)]
+/// reads the keys of its language and ignores the others. Serializable, so
+/// that a sandbox process gets them whole.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RuntimeOptions {
     /// Python: the linear-memory ceiling in MiB (default [`crate::DEFAULT_MEMORY_MB`]).
     pub memory_mb: u64,

@@ -151,7 +151,7 @@ fn handle(state: &Arc<State>, message: ToChild) {
             tokio::spawn(async move {
                 let engine = state.engines.iter().find(|(l, _)| *l == lang);
                 let result = match engine {
-                    Some((_, Ok(engine))) => engine.spawn(options.into()).await,
+                    Some((_, Ok(engine))) => engine.spawn(options).await,
                     Some((_, Err(why))) => Err(code_runner_core::RunnerError::engine(why.clone())),
                     None => Err(code_runner_core::RunnerError::engine(format!(
                         "no {lang} engine in this sandbox process"

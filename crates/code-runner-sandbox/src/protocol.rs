@@ -187,7 +187,7 @@ pub enum ToChild {
         /// Its language.
         lang: Lang,
         /// Its per-runtime options.
-        options: OptionsWire,
+        options: RuntimeOptions,
     },
     /// Run one turn on runtime `runtime`.
     Run {
@@ -281,50 +281,6 @@ pub enum FromChild {
         /// Attempt → its result.
         results: BTreeMap<String, String>,
     },
-}
-
-/// [`RuntimeOptions`] on the wire.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[allow(missing_docs, reason = "the fields mirror RuntimeOptions")]
-pub struct OptionsWire {
-    pub memory_mb: u64,
-    pub work_dir: PathBuf,
-    pub read_only: bool,
-    pub max_result_bytes: Option<usize>,
-    pub heap_mb: u64,
-    pub external_mb: u64,
-    pub scratch_mb: Option<u64>,
-    pub scratch_files: u64,
-}
-
-impl From<&RuntimeOptions> for OptionsWire {
-    fn from(o: &RuntimeOptions) -> Self {
-        OptionsWire {
-            memory_mb: o.memory_mb,
-            work_dir: o.work_dir.clone(),
-            read_only: o.read_only,
-            max_result_bytes: o.max_result_bytes,
-            heap_mb: o.heap_mb,
-            external_mb: o.external_mb,
-            scratch_mb: o.scratch_mb,
-            scratch_files: o.scratch_files,
-        }
-    }
-}
-
-impl From<OptionsWire> for RuntimeOptions {
-    fn from(o: OptionsWire) -> Self {
-        RuntimeOptions {
-            memory_mb: o.memory_mb,
-            work_dir: o.work_dir,
-            read_only: o.read_only,
-            max_result_bytes: o.max_result_bytes,
-            heap_mb: o.heap_mb,
-            external_mb: o.external_mb,
-            scratch_mb: o.scratch_mb,
-            scratch_files: o.scratch_files,
-        }
-    }
 }
 
 /// [`Task`] on the wire.

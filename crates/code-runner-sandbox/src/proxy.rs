@@ -59,7 +59,7 @@ impl Engine for SandboxEngine {
             conn.send(ToChild::Spawn {
                 id,
                 lang: self.lang,
-                options: (&options).into(),
+                options,
             });
             match reply.await {
                 Ok(Frame {

@@ -137,6 +137,10 @@ pub fn boot(
     let loader = Rc::new(ScratchLoader::new(io.clone(), max_source));
     let mut runtime = JsRuntime::try_new(RuntimeOptions {
         startup_snapshot: Some(snapshot),
+        // The snapshot was made with this same extension, so its op functions
+        // are already bound (their contexts are external references, remapped
+        // to this runtime's): binding them again costs ~7 % of a one-shot.
+        skip_op_registration: true,
         extensions: vec![ops::extension()],
         create_params: Some(params),
         module_loader: Some(loader.clone()),

@@ -1,0 +1,175 @@
+//! What a node one-shot costs the host, through the seam: runs per second,
+//! wall time, and the process's user and kernel CPU per run, from one
+//! client and from several at once; and what booting and closing a bare
+//! isolate costs on its own (the part of a one-shot a warm pool moves off
+//! the request's path, but not off the CPU), beside the floor under it: a
+//! plain V8 isolate and context, and a bare deno_core runtime booted from a
+//! snapshot of deno_core alone, each made and dropped on this thread.
+//!
+//! Run: `cargo run --release -p code-runner-v8 --example node_oneshot -- 2000`
+
+#![allow(clippy::print_stdout, reason = "an example reports to its user")]
+
+use std::time::{Duration, Instant};
+
+use code_runner_core::{
+    AbortSignal, Bindings, Completion, Engine, RuntimeOptions, Task, TurnEnding, TurnSpec,
+};
+use code_runner_v8::V8Engine;
+
+/// Process CPU so far, (user ms, kernel ms), from `/proc/self/stat`.
+fn cpu_ms() -> (f64, f64) {
+    let text = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = text.rsplit_once(") ").map_or("", |(_, rest)| rest);
+    let ticks: Vec<f64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .map(|f| f.parse().unwrap_or(0.0))
+        .collect();
+    match ticks[..] {
+        [user, kernel] => (user * 10.0, kernel * 10.0),
+        _ => (0.0, 0.0),
+    }
+}
+
+/// Boots a runtime, runs `program` in it (unless `None`) and closes it.
+async fn one_shot(
+    engine: &V8Engine,
+    work: &std::path::Path,
+    program: Option<&str>,
+) -> anyhow::Result<()> {
+    let runtime = engine
+        .spawn(RuntimeOptions {
+            work_dir: work.to_path_buf(),
+            ..RuntimeOptions::default()
+        })
+        .await?;
+    if let Some(program) = program {
+        let outcome = runtime
+            .run(TurnSpec {
+                live: None,
+                task: Task::program(program),
+                timeout: Duration::from_secs(60),
+                bindings: Bindings::none(),
+                max_stream_bytes: Some(16_384),
+                abort: AbortSignal::new(),
+            })
+            .await;
+        if !matches!(
+            outcome.ending,
+            TurnEnding::Exited {
+                exit_code: 0,
+                completion: Completion::Value(_),
+                ..
+            }
+        ) {
+            anyhow::bail!("expected a value, got {:?}", outcome.ending);
+        }
+    }
+    runtime.close().await;
+    Ok(())
+}
+
+/// `runs` one-shots from `clients` tasks at once: one line of figures.
+async fn load(
+    engine: &V8Engine,
+    clients: usize,
+    runs: usize,
+    program: Option<&str>,
+) -> anyhow::Result<()> {
+    let (user, kernel) = cpu_ms();
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let engine = engine.clone();
+        let program = program.map(str::to_owned);
+        tasks.push(tokio::spawn(async move {
+            let dir = tempfile::tempdir()?;
+            let mut walls = Vec::new();
+            for _ in 0..runs / clients {
+                let t = Instant::now();
+                one_shot(&engine, dir.path(), program.as_deref()).await?;
+                walls.push(t.elapsed());
+            }
+            anyhow::Ok(walls)
+        }));
+    }
+    let mut walls = Vec::new();
+    for task in tasks {
+        walls.extend(task.await??);
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let (user2, kernel2) = cpu_ms();
+    let done = walls.len() as f64;
+    walls.sort();
+    let at = |p: f64| walls[((walls.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e3;
+    println!(
+        "{:<9} {clients:>2} clients: {:>5.0} runs/s, p50 {:.2} ms p99 {:.2} ms, user {:.2} + kernel {:.2} ms CPU per run",
+        if program.is_some() {
+            "one-shot"
+        } else {
+            "bare boot"
+        },
+        done / seconds,
+        at(0.5),
+        at(0.99),
+        (user2 - user) / done,
+        (kernel2 - kernel) / done,
+    );
+    Ok(())
+}
+
+/// The floor: CPU per plain V8 isolate with one context, and per bare
+/// deno_core runtime from its own snapshot, each made and dropped `runs` times.
+fn floor(runs: usize) {
+    let measure = |what: &str, make: &dyn Fn()| {
+        let (user, kernel) = cpu_ms();
+        let started = Instant::now();
+        for _ in 0..runs {
+            make();
+        }
+        let (user2, kernel2) = cpu_ms();
+        println!(
+            "{what:<34} {:.2} ms wall, user {:.2} + kernel {:.2} ms CPU each",
+            started.elapsed().as_secs_f64() * 1e3 / runs as f64,
+            (user2 - user) / runs as f64,
+            (kernel2 - kernel) / runs as f64,
+        );
+    };
+    measure("floor: a V8 isolate and context", &|| {
+        let mut isolate = v8::Isolate::new(v8::CreateParams::default());
+        v8::scope!(let scope, &mut isolate);
+        v8::Context::new(scope, v8::ContextOptions::default());
+    });
+    let bare: &'static [u8] = Box::leak(
+        deno_core::JsRuntimeForSnapshot::new(deno_core::RuntimeOptions::default()).snapshot(),
+    );
+    measure("floor: deno_core from its snapshot", &|| {
+        drop(deno_core::JsRuntime::new(deno_core::RuntimeOptions {
+            startup_snapshot: Some(bare),
+            skip_op_registration: true,
+            ..deno_core::RuntimeOptions::default()
+        }));
+    });
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let runs: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(1000);
+    let engine = V8Engine::new()?;
+    println!("startup snapshot: {} KiB", engine.snapshot_bytes() >> 10);
+    floor(runs.min(500));
+    let dir = tempfile::tempdir()?;
+    for _ in 0..20 {
+        one_shot(&engine, dir.path(), Some("return 2 + 2")).await?;
+    }
+    load(&engine, 1, runs, None).await?;
+    for clients in [1, 4, 16] {
+        load(&engine, clients, runs.max(clients), Some("return 2 + 2")).await?;
+    }
+    Ok(())
+}

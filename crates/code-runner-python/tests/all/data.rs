@@ -277,11 +277,18 @@ async fn bindings_cross_the_door() {
          try:\n    iii.deny()\nexcept IIIError as e:\n    denied = e.function\n\
          result = [iii.trigger({'n': int(np.int64(2)), 's': 'é'}), iii.namespace, denied]",
     );
-    spec.bindings = Bindings::new(vec![iii]).unwrap();
+    spec.bindings = Bindings::new(vec![iii.clone()]).unwrap();
     assert_eq!(
         value(&rt.run(spec).await),
         json!([{ "got": { "n": 2, "s": "é" } }, "rt-test", "deny"])
     );
+    // The next turn's class is the same class: one kept from this turn catches it.
+    let mut spec = turn("kept = IIIError\nresult = 1");
+    spec.bindings = Bindings::new(vec![iii.clone()]).unwrap();
+    assert_eq!(value(&rt.run(spec).await), json!(1));
+    let mut spec = turn("try:\n    iii.deny()\nexcept kept:\n    result = IIIError is kept");
+    spec.bindings = Bindings::new(vec![iii]).unwrap();
+    assert_eq!(value(&rt.run(spec).await), json!(true));
     rt.close().await;
 }
 
@@ -694,9 +701,10 @@ async fn a_tree_too_deep_to_walk_does_not_count_as_empty() {
 async fn a_broken_runner_or_a_forged_end_costs_only_that_instance() {
     let (rt, _dir) = data_runtime(128).await;
     assert_eq!(value(&rt.run(turn("x = 1\nresult = x")).await), json!(1));
-    // The runner is gone from the next turn on: that turn is a protocol fault.
+    // The way to the runner is gone from the next turn on: that turn is a
+    // protocol fault.
     let out = rt
-        .run(turn("import sys\ndel sys.modules['_code_runner']"))
+        .run(turn("import sys\nsys.modules['_reactor']._run_turn = None"))
         .await;
     assert!(
         matches!(out.ending, TurnEnding::Exited { exit_code: 0, .. }),

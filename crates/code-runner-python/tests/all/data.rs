@@ -701,10 +701,9 @@ async fn a_tree_too_deep_to_walk_does_not_count_as_empty() {
 async fn a_broken_runner_or_a_forged_end_costs_only_that_instance() {
     let (rt, _dir) = data_runtime(128).await;
     assert_eq!(value(&rt.run(turn("x = 1\nresult = x")).await), json!(1));
-    // The way to the runner is gone from the next turn on: that turn is a
-    // protocol fault.
+    // The runner is gone from the next turn on: that turn is a protocol fault.
     let out = rt
-        .run(turn("import sys\nsys.modules['_reactor']._run_turn = None"))
+        .run(turn("import sys\ndel sys.modules['_code_runner']"))
         .await;
     assert!(
         matches!(out.ending, TurnEnding::Exited { exit_code: 0, .. }),

@@ -11,7 +11,7 @@ use alloc::sync::Arc;
 use core::ops::Range;
 use core::str;
 use wasmtime_environ::{
-    CompiledFunctionsTable, CompiledModuleInfo, DefinedFuncIndex, FilePos, FuncIndex, FuncKey,
+    CompiledFunctionsTable, CompiledModuleInfo, DefinedFuncIndex, EntityRef, FilePos, FuncIndex, FuncKey,
     FunctionLoc, FunctionName, Metadata, Module, ModuleInternedTypeIndex, StaticModuleIndex,
 };
 
@@ -25,6 +25,11 @@ pub struct CompiledModule {
     index: Arc<CompiledFunctionsTable>,
     /// Sorted list, by function index, of names we have for this module.
     func_names: Vec<FunctionName>,
+    /// Where each defined function and its array-to-wasm trampoline are in
+    /// the text section, looked up in `index` once here instead of at every
+    /// funcref a new instance initialises (code-runner's patch: see
+    /// `vendor/README.md`). An empty location means `index` has none.
+    defined_locs: Box<[(FunctionLoc, FunctionLoc)]>,
 }
 
 impl CompiledModule {
@@ -51,13 +56,29 @@ impl CompiledModule {
         index: Arc<CompiledFunctionsTable>,
         profiler: &dyn ProfilingAgent,
     ) -> Result<Self> {
+        let module: Arc<Module> = try_new::<Arc<_>>(info.module)?;
+        let none = FunctionLoc {
+            start: 0,
+            length: 0,
+        };
+        let defined_locs = module
+            .defined_func_indices()
+            .map(|i| {
+                let at = |key| index.func_loc(key).copied().unwrap_or(none);
+                (
+                    at(FuncKey::DefinedWasmFunction(module.module_index, i)),
+                    at(FuncKey::ArrayToWasmTrampoline(module.module_index, i)),
+                )
+            })
+            .collect();
         let mut ret = Self {
             unique_id: CompiledModuleId::new(),
             engine_code,
-            module: try_new::<Arc<_>>(info.module)?,
+            module,
             meta: info.meta,
             index,
             func_names: info.func_names,
+            defined_locs,
         };
         ret.register_profiling(profiler)?;
 
@@ -167,9 +188,22 @@ impl CompiledModule {
 
     /// Gets the function location information for a given function index.
     pub fn func_loc(&self, key: FuncKey) -> &FunctionLoc {
-        self.index
-            .func_loc(key)
-            .expect("defined function should be present")
+        let cached = match key {
+            FuncKey::DefinedWasmFunction(module, i) if module == self.module_index() => {
+                self.defined_locs.get(i.index()).map(|locs| &locs.0)
+            }
+            FuncKey::ArrayToWasmTrampoline(module, i) if module == self.module_index() => {
+                self.defined_locs.get(i.index()).map(|locs| &locs.1)
+            }
+            _ => None,
+        };
+        match cached {
+            Some(loc) if !loc.is_empty() => loc,
+            _ => self
+                .index
+                .func_loc(key)
+                .expect("defined function should be present"),
+        }
     }
 
     /// Returns the original binary offset in the file that `index` was defined

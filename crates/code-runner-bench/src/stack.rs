@@ -189,10 +189,20 @@ async fn private_per_kept(driver: &Driver, count: usize) -> Outcome<(f64, f64)> 
         driver.teardown(id).await.ok();
     }
     let per = |after: u64, before: u64| (after as f64 - before as f64) / 1024.0 / count as f64;
-    Ok((
+    let (private, rss) = (
         per(private_after?, private_before),
         per(rss_after?, rss_before),
-    ))
+    );
+    // Memory the process gave back meanwhile (an earlier phase's pages) can
+    // outweigh what the kept runtimes took: no figure, rather than a
+    // negative one that would pass its target.
+    if private < 0.0 || rss < 0.0 {
+        return Err(format!(
+            "not measurable in this run: the process's memory fell while {count} runtimes were kept \
+             (private {private:+.2}, RSS {rss:+.2} MiB per runtime)"
+        ));
+    }
+    Ok((private, rss))
 }
 
 /// This process's private memory (clean and dirty), in KiB.

@@ -107,15 +107,20 @@ pub fn settle_response(
 
 /// Applies the image caps to a turn's images: those that fit, in order (the
 /// first that does not fit ends the list), then, when any was left out here
-/// or by the engine, a `text/plain` omission marker saying how many.
+/// or by the engine, a `text/plain` omission marker saying how many and
+/// naming the cap that ended the list.
 pub fn cap_images(turn: TurnImages, caps: ImageCaps) -> Vec<Image> {
     let produced = turn.images.len();
     let (mut kept, mut bytes) = (Vec::new(), 0usize);
+    let mut cut = ImageCut::Engine;
     for image in turn.images {
         let after = bytes.saturating_add(image.data.len());
-        let fits = caps.max_images.is_none_or(|max| kept.len() < max)
-            && caps.max_image_bytes.is_none_or(|max| after <= max);
-        if !fits {
+        if let Some(max) = caps.max_images.filter(|max| kept.len() >= *max) {
+            cut = ImageCut::Count(max);
+            break;
+        }
+        if let Some(max) = caps.max_image_bytes.filter(|max| after > *max) {
+            cut = ImageCut::Bytes(max);
             break;
         }
         bytes = after;
@@ -125,25 +130,37 @@ pub fn cap_images(turn: TurnImages, caps: ImageCaps) -> Vec<Image> {
     if omitted > 0 {
         kept.push(Image {
             mime_type: "text/plain".into(),
-            data: image_marker(omitted, caps),
+            data: image_marker(omitted, cut),
         });
     }
     kept
 }
 
-/// The marker that ends a list of images `omitted` of which were left out.
-fn image_marker(omitted: usize, caps: ImageCaps) -> String {
+/// The cap that ended a list of images.
+#[derive(Debug, Clone, Copy)]
+enum ImageCut {
+    /// `max_images`.
+    Count(usize),
+    /// `max_image_bytes`.
+    Bytes(usize),
+    /// None of ours: the engine left them out (its own ceiling per turn).
+    Engine,
+}
+
+/// The marker that ends a list of images `omitted` of which were left out
+/// when `cut` ended it.
+fn image_marker(omitted: usize, cut: ImageCut) -> String {
     let plural = if omitted == 1 { "" } else { "s" };
-    let mut limits = Vec::new();
-    if let Some(max) = caps.max_images {
-        limits.push(format!("{max} images"));
-    }
-    if let Some(max) = caps.max_image_bytes {
-        limits.push(format!("{} KB of image data", caps::approx_kb(max as u64)));
-    }
-    let limits = match limits.is_empty() {
-        true => "the engine's own ceiling".to_string(),
-        false => format!("at most {}", limits.join(" and ")),
+    let limits = match cut {
+        ImageCut::Count(max) => format!("at most {max} images (max_images)"),
+        ImageCut::Bytes(max) if max < 1024 => {
+            format!("at most {max} bytes of image data (max_image_bytes)")
+        }
+        ImageCut::Bytes(max) => format!(
+            "at most {} KB of image data (max_image_bytes)",
+            caps::approx_kb(max as u64)
+        ),
+        ImageCut::Engine => "the engine's own ceiling".to_string(),
     };
     format!(
         "<omitted: {omitted} more image{plural}; a response carries {limits} — show fewer figures, \
@@ -273,14 +290,41 @@ mod tests {
             counted[2].data
         );
         assert!(
-            counted[2].data.contains("at most 2 images"),
+            counted[2].data.contains("at most 2 images (max_images)"),
             "{}",
             counted[2].data
         );
-        // 10 + 20 fit in 35 bytes, 30 does not, and nothing after it is taken.
-        let sized = cap_images(turn(4, 0), caps(None, Some(35)));
+        assert!(
+            !counted[2].data.contains("image data"),
+            "{}",
+            counted[2].data
+        );
+        // 10 + 20 fit in 35 bytes, 30 does not, and nothing after it is
+        // taken: the size cap cut it, with the count cap far off, and the
+        // marker names the size cap only.
+        let sized = cap_images(turn(4, 0), caps(Some(8), Some(35)));
         assert_eq!(sized.len(), 3);
         assert!(sized[2].data.contains("2 more images"), "{}", sized[2].data);
+        assert!(
+            sized[2]
+                .data
+                .contains("at most 35 bytes of image data (max_image_bytes)"),
+            "{}",
+            sized[2].data
+        );
+        assert!(!sized[2].data.contains("8 images"), "{}", sized[2].data);
+        let big = TurnImages {
+            images: vec![png(3000), png(3000)],
+            omitted: 0,
+        };
+        let kb = cap_images(big, caps(Some(8), Some(4096)));
+        assert!(
+            kb[1]
+                .data
+                .contains("1 more image; a response carries at most 4 KB of image data"),
+            "{}",
+            kb[1].data
+        );
         let engine = cap_images(turn(1, 1), caps(None, None));
         assert_eq!(engine.len(), 2);
         assert!(

@@ -80,7 +80,8 @@ async fn shown_figures_come_back_in_order_and_clear_per_turn() {
 }
 
 /// Past `max_images` the list ends with a marker counting the rest; past
-/// `max_image_bytes` too; `0` disables a cap.
+/// `max_image_bytes` too; the marker names the cap that cut the list; `0`
+/// disables a cap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn images_are_bounded_by_count_and_bytes_with_a_marker() {
     let three = show(&[(1, 1), (1, 1), (1, 1)]);
@@ -99,7 +100,15 @@ async fn images_are_bounded_by_count_and_bytes_with_a_marker() {
     let body = server.run(&three).await.ok().clone();
     let list = images(&body);
     assert_eq!(list.len(), 1, "{body}");
-    assert!(list[0]["data"].as_str().unwrap().contains("3 more images"));
+    let marker = list[0]["data"].as_str().unwrap();
+    assert!(marker.contains("3 more images"), "{marker}");
+    // The size cap cut the list, not the count cap (8 by default): the
+    // marker names the one that did.
+    assert!(
+        marker.contains("at most 100 bytes of image data (max_image_bytes)")
+            && !marker.contains("8 images"),
+        "{marker}"
+    );
 
     let server = Server::with_config("max_images: 0\nmax_image_bytes: 0\n").await;
     let body = server.run(&three).await.ok().clone();

@@ -7,6 +7,9 @@ pub const RUN: &str = "code-runner::run";
 pub const TEARDOWN: &str = "code-runner::teardown";
 /// `code-runner::register_function`: publish a function whose handler runs in a sandbox.
 pub const REGISTER_FUNCTION: &str = "code-runner::register_function";
+/// `code-runner::release`: a peer's guest tree ended (registered only as the
+/// scoped `code-runner@<worker>::release`, internal).
+pub const RELEASE: &str = "code-runner::release";
 /// `engine::functions::info`: describe bus functions.
 pub const FUNCTIONS_INFO: &str = "engine::functions::info";
 /// `configuration::get`: read a configuration entry.

@@ -28,6 +28,12 @@ pub(crate) trait Outbound: Send + Sync {
         timeout: Duration,
         guest: Option<RemoteGuest>,
     ) -> BoxFuture<'a, Result<Value, CallError>>;
+
+    /// Guest code of this worker's tree `tree` (its [`RemoteGuest::tree`]
+    /// name) called other workers and the tree has now ended: tells them,
+    /// so what they started for it (kept runtimes) ends too, rather than
+    /// at the calling turn's deadline or their idle TTL. Best effort.
+    fn release<'a>(&'a self, tree: String) -> BoxFuture<'a, ()>;
 }
 
 /// The lineage of a guest call, as it crosses to another worker.

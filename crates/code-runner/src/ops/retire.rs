@@ -25,6 +25,12 @@ pub(crate) async fn retire(ops: &Ops, key: RuntimeKey) -> Vec<String> {
         .published
         .unpublish_owner(&Owner::Runtime(key), &ops.bus);
     ops.guest_triggers.forget(key);
+    if ops.lineage.take_called_out(key)
+        && let Some(out) = ops.outbound.get()
+    {
+        let (out, tree) = (out.clone(), ops.lineage.tree_name(key));
+        tokio::spawn(async move { out.release(tree).await });
+    }
     for child in ops.lineage.end(key) {
         if let Some(kept) = ops.registry.take_by_key(child) {
             kept.runtime.close().await;
@@ -76,6 +82,19 @@ pub(crate) fn forget_unsourced(ops: &Ops, runtime: &NamespaceRuntime) -> Vec<Str
         tracing::info!(functions = ?ids, "registered from guest code in a namespace runtime that lost its interpreter; unregistered");
     }
     ids
+}
+
+/// Guest code of worker `worker`'s tree `tree` called this worker and the
+/// tree has ended there: ends the calls it made here, and with them the
+/// runtimes they started and kept; returns how many calls were ended.
+pub(crate) async fn release_remote(ops: &Ops, worker: &str, tree: &str) -> usize {
+    let calls = ops
+        .lineage
+        .remote_calls(RuntimeKey::remote_tree(worker, tree));
+    for call in &calls {
+        retire(ops, *call).await;
+    }
+    calls.len()
 }
 
 /// Tears down the runtime behind `key` wherever it lives (kept, or in its

@@ -214,6 +214,10 @@ impl Outbound for IiiLink {
     ) -> code_runner_core::BoxFuture<'a, Result<Value, CallError>> {
         Box::pin(self.trigger_as(function_id, payload, timeout, guest))
     }
+
+    fn release<'a>(&'a self, tree: String) -> code_runner_core::BoxFuture<'a, ()> {
+        Box::pin(routing::release(self, tree))
+    }
 }
 
 /// The bindings every worker makes: its configuration entry's changes to

@@ -13,7 +13,8 @@
 //! for the call, child of a key standing for that tree, so every runtime
 //! the call starts (a nested run, kept or not) counts against the tree's
 //! share on this worker, and is ended at the calling turn's deadline at
-//! the latest (this worker cannot see the calling turn end earlier).
+//! the latest, or when the calling worker says the tree ended
+//! (`code-runner@<worker>::release`, see `routing::release`).
 //! Without metadata a call is a host call. A peer that sends it for its
 //! own calls only restricts itself.
 

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::bus::names::{REGISTER_FUNCTION, RUN, TEARDOWN};
+use crate::bus::names::{REGISTER_FUNCTION, RELEASE, RUN, TEARDOWN};
 use crate::bus::{CallError, Caller, FUNCTION_NOT_FOUND, Function, Handler};
 use crate::edge::iii::{Delivery, IiiLink};
 use crate::ops::Ops;
@@ -130,8 +130,13 @@ async fn list_functions(link: &IiiLink) -> Result<Value, CallError> {
     .await
 }
 
-/// Wraps the bus's shared functions with routing and adds the scoped twins.
+/// Wraps the bus's shared functions with routing and adds the scoped twins,
+/// and this worker's `code-runner@<worker>::release` ([`release_function`]).
 pub(crate) fn install(ops: &Arc<Ops>, link: &Arc<IiiLink>) {
+    ops.bus.register(
+        &scoped_id(link.worker_name(), RELEASE),
+        release_function(ops),
+    );
     for shared in SHARED {
         let Some(local) = ops.bus.get(shared) else {
             continue;
@@ -174,6 +179,63 @@ fn routed_handler(
             }
         })
     })
+}
+
+/// `code-runner@<worker>::release {worker, tree}`: the peer `worker`'s guest
+/// tree `tree` has ended, so the calls its guest code made here end too,
+/// with the runtimes they kept (see [`crate::ops::retire::release_remote`]).
+/// Internal, and refused to guest code (of any worker: a guest's call
+/// through the engine carries its lineage, so it is a guest caller here).
+fn release_function(ops: &Arc<Ops>) -> Function {
+    Function::new(
+        "Internal: a peer code-runner's guest tree ended; ends what its calls started here.",
+        json!({"type": "object", "required": ["worker", "tree"], "properties": {
+            "worker": {"type": "string", "maxLength": 256},
+            "tree": {"type": "string", "maxLength": 256}}}),
+        json!({"type": "object", "properties": {"released": {"type": "integer"}}}),
+        crate::ops::handler_as(ops, |ops, payload, caller: Caller| async move {
+            if caller.guest.is_some() {
+                return Err(CallError {
+                    code: crate::bus::bridge::FORBIDDEN.into(),
+                    message: format!("guest code may not call {RELEASE}: it is the workers' own"),
+                });
+            }
+            let field = |name: &str| {
+                payload[name]
+                    .as_str()
+                    .filter(|value| !value.is_empty() && value.len() <= 256)
+                    .map(str::to_string)
+                    .ok_or_else(|| {
+                        CallError::from(code_runner_core::RunnerError::invalid(format!(
+                            "{RELEASE} takes `{name}`, a string of 1 to 256 characters"
+                        )))
+                    })
+            };
+            let (worker, tree) = (field("worker")?, field("tree")?);
+            let released = crate::ops::retire::release_remote(&ops, &worker, &tree).await;
+            Ok(json!({ "released": released }))
+        }),
+    )
+    .internal()
+}
+
+/// Tells every peer that this worker's guest tree `tree` ended (fire and
+/// forget: a peer that misses it still ends those calls at their deadline).
+pub(crate) async fn release(link: &IiiLink, tree: String) {
+    let me = link.worker_name();
+    let payload = json!({ "worker": me, "tree": tree });
+    for peer in link.router.peers(link).await {
+        if peer == me {
+            continue;
+        }
+        let id = scoped_id(&peer, RELEASE);
+        if let Err(err) = link
+            .trigger(&id, payload.clone(), Duration::from_secs(5), Delivery::Void)
+            .await
+        {
+            tracing::debug!(peer = %peer, "cannot tell a peer a guest tree ended: {}", err.message);
+        }
+    }
 }
 
 /// Where a shared call goes: this worker's own function, or a peer's scoped twin.

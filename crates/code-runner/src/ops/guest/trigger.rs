@@ -211,6 +211,9 @@ async fn route(
     let call = async {
         match ops.outbound_for(function_id) {
             Some(out) => {
+                if let Some(root) = root {
+                    ops.lineage.mark_called_out(root);
+                }
                 let guest = caller.guest.as_ref().map(|g| remote_guest(ops, g));
                 out.call(function_id, payload, budget, guest).await
             }

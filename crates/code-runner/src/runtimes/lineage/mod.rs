@@ -83,6 +83,9 @@ pub struct Lineage {
     waiting: Arc<AtomicUsize>,
     /// Makes this worker's tree names ([`Lineage::tree_name`]) its own.
     salt: std::sync::OnceLock<String>,
+    /// Roots whose guest code called another worker through the engine:
+    /// when one ends, the peers are told ([`Lineage::take_called_out`]).
+    called_out: Mutex<std::collections::HashSet<RuntimeKey>>,
 }
 
 /// The runtime whose guest code asks for a new one (its lineage key and the
@@ -271,6 +274,36 @@ impl Lineage {
         format!("{salt}.{}", root.0)
     }
 
+    /// Remembers that guest code of tree `root` called another worker, so
+    /// its end is announced to the peers (what they started for it ends too).
+    pub(crate) fn mark_called_out(&self, root: RuntimeKey) {
+        if self.lock().contains_key(&root) {
+            self.called_out
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(root);
+        }
+    }
+
+    /// Whether `key` is a root whose guest code called another worker;
+    /// forgets it (asked once, when it ends).
+    pub(crate) fn take_called_out(&self, key: RuntimeKey) -> bool {
+        self.called_out
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key)
+    }
+
+    /// The live nodes standing for calls from guest code of the remote tree
+    /// `tree` ([`Lineage::begin_remote`]), so they can end with it.
+    pub(crate) fn remote_calls(&self, tree: RuntimeKey) -> Vec<RuntimeKey> {
+        self.lock()
+            .iter()
+            .filter(|(key, node)| node.root == tree && node.parent.is_none() && **key != tree)
+            .map(|(key, _)| *key)
+            .collect()
+    }
+
     /// Records the booted runtime behind `key`, so functions it publishes can be invoked.
     pub fn attach(&self, key: RuntimeKey, runtime: Arc<dyn Runtime>) {
         if let Some(node) = self.lock().get_mut(&key) {
@@ -316,6 +349,9 @@ impl Lineage {
     /// Ends `key`: forgets it (freeing its charge) and returns its children
     /// still alive, now orphaned, for the caller to tear down.
     pub fn end(&self, key: RuntimeKey) -> Vec<RuntimeKey> {
+        // A root that ends without [`Lineage::take_called_out`] (its first
+        // call failed) is forgotten here, so the set never outgrows the tree.
+        self.take_called_out(key);
         let mut nodes = self.lock();
         nodes.remove(&key);
         let mut children = Vec::new();

@@ -116,3 +116,76 @@ fn two_workers_share_the_engine() {
         .unwrap();
     assert_eq!(answer["result"], 7, "{answer}");
 }
+
+/// Issue 29 item 10: kept runtimes that guest code starts on another
+/// worker through the engine end with the guest's lineage, not at the
+/// calling turn's deadline or the far worker's idle TTL: repeated one-shots
+/// leave no orphans there. Both languages.
+#[test]
+fn kept_runtimes_a_guest_starts_on_a_peer_end_with_its_tree() {
+    let engine = EngineProc::start();
+    let near = WorkerProc::start(&engine, "cr-near");
+    let far = WorkerProc::start(&engine, "cr-far");
+    let probe = json!({"lang": "python", "code": "result = 'ready'", "timeout_ms": 30000});
+    until_registered(&engine, "code-runner@cr-near::run", &probe);
+    until_registered(&engine, "code-runner@cr-far::run", &probe);
+    let far_keep = json!({"lang": "python", "keep": true, "code": "n = 1"});
+    let codes = [
+        (
+            "python",
+            format!(
+                "import json\nr = iii.trigger({{'function_id': 'code-runner@cr-far::run', 'payload': json.loads({:?})}})\nresult = r['runtime_id']",
+                far_keep.to_string()
+            ),
+        ),
+        (
+            "node",
+            format!(
+                "const r = await iii.trigger({{function_id: 'code-runner@cr-far::run', payload: {far_keep}}});\nreturn r.runtime_id"
+            ),
+        ),
+    ];
+    for (lang, code) in codes {
+        let mut kept = Vec::new();
+        for _ in 0..3 {
+            // A long turn budget: without the release, the far runtimes
+            // would live until it runs out.
+            let answer = engine
+                .trigger(
+                    "code-runner@cr-near::run",
+                    &json!({"lang": lang, "code": code, "timeout_ms": 120_000}),
+                )
+                .unwrap_or_else(|e| panic!("{lang}: {e}\n{}\n{}", near.log(), far.log()));
+            let id = answer["result"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{lang}: {answer}\n{}", far.log()))
+                .to_string();
+            kept.push(id);
+        }
+        let until = Instant::now() + Duration::from_secs(60);
+        for id in &kept {
+            loop {
+                let answer = engine.trigger(
+                    "code-runner@cr-far::run",
+                    &json!({"runtime_id": id, "code": "result = n", "timeout_ms": 30000}),
+                );
+                match answer {
+                    Err(err) => {
+                        assert!(
+                            err["code"] == "code-runner::runtime_not_found"
+                                || err["code"] == "code-runner::expired",
+                            "{lang}: {err}"
+                        );
+                        break;
+                    }
+                    Ok(ok) => assert!(
+                        Instant::now() < until,
+                        "{lang}: a kept runtime the ended one-shot started on the peer still answers: {ok}\n{}",
+                        far.log()
+                    ),
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        }
+    }
+}

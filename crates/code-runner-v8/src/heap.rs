@@ -56,13 +56,23 @@ impl ExternalBudget {
         )
     }
 
-    fn reserve(&self, len: usize) -> bool {
-        let reserved = self
-            .used
+    /// Takes `len` bytes of the budget if they fit (and nothing else).
+    pub(crate) fn charge(&self, len: usize) -> bool {
+        self.used
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| {
                 used.checked_add(len).filter(|total| *total <= self.limit)
             })
-            .is_ok();
+            .is_ok()
+    }
+
+    /// A charge outside the allocator was refused: the turn's failure is
+    /// this budget's (see [`ExternalBudget::take_hit`]).
+    pub(crate) fn note_refused(&self) {
+        self.hit.store(true, Ordering::SeqCst);
+    }
+
+    fn reserve(&self, len: usize) -> bool {
+        let reserved = self.charge(len);
         self.refused.store(!reserved, Ordering::SeqCst);
         if !reserved {
             self.hit.store(true, Ordering::SeqCst);
@@ -70,7 +80,8 @@ impl ExternalBudget {
         reserved
     }
 
-    fn release(&self, len: usize) {
+    /// Gives back `len` bytes taken by [`ExternalBudget::charge`] or the allocator.
+    pub(crate) fn release(&self, len: usize) {
         self.used.fetch_sub(len, Ordering::SeqCst);
     }
 }

@@ -16,6 +16,7 @@ use crate::codegen;
 use crate::heap::{self, ExternalBudget};
 use crate::loader::{BOOTSTRAP_NAME, ScratchLoader};
 use crate::ops;
+use crate::reserve;
 use crate::state::{ObjectPrototype, SharedIo};
 use crate::watchdog::Watch;
 
@@ -33,19 +34,11 @@ const BOOTSTRAP: &str = concat!(
 );
 
 /// Names deleted from the global object before any guest code runs:
-/// deno_core's namespaces, the bootstrap's handle, WebAssembly (V8 installs
-/// it into every context it deserializes; its memories are outside both
-/// `heap_mb` and `external_mb`), and SharedArrayBuffer with Atomics (a
-/// growable SAB is committed outside `external_mb`, and memory shared across
-/// threads has no use where every runtime is one thread: nothing can share it).
-const HIDDEN_GLOBALS: [&str; 6] = [
-    "Deno",
-    "__bootstrap",
-    "__code_runner__",
-    "WebAssembly",
-    "SharedArrayBuffer",
-    "Atomics",
-];
+/// deno_core's namespaces, the bootstrap's handle, and WebAssembly (V8
+/// installs it into every context it deserializes; its memories are outside
+/// both `heap_mb` and `external_mb`). Resizable and shared buffers stay:
+/// their reservations are charged to `external_mb` ([`crate::reserve`]).
+const HIDDEN_GLOBALS: [&str; 4] = ["Deno", "__bootstrap", "__code_runner__", "WebAssembly"];
 
 /// Initialises V8 once per process, in normal (not snapshotting) mode.
 pub fn init_v8() {
@@ -168,6 +161,7 @@ pub fn boot(
         v8::GCType::kGCTypeAll,
     );
     runtime.v8_isolate().set_allow_atomics_wait(false);
+    reserve::install(runtime.v8_isolate(), external.clone());
     let internals = take_internals(&mut runtime, max_source)?;
     Ok(Isolate {
         internals,
@@ -177,6 +171,13 @@ pub fn boot(
         _heap_guard: heap_guard,
         heap_peak,
     })
+}
+
+impl Drop for Isolate {
+    /// The reservations' weak handles go while the isolate can take them back.
+    fn drop(&mut self) {
+        reserve::uninstall(self.runtime.v8_isolate());
+    }
 }
 
 fn take_internals(runtime: &mut JsRuntime, max_source: usize) -> Result<Internals, String> {
@@ -206,6 +207,11 @@ fn take_internals(runtime: &mut JsRuntime, max_source: usize) -> Result<Internal
             end_turn: function("endTurn")?,
             noop: function("noop")?,
         };
+        let undefined = v8::undefined(scope).into();
+        let guard_shared = function("guardShared")?;
+        v8::Local::new(scope, guard_shared)
+            .call(scope, undefined, &[])
+            .ok_or("the SharedArrayBuffer guard failed")?;
         for name in HIDDEN_GLOBALS {
             let key = v8::String::new(scope, name).ok_or("no key")?;
             global.delete(scope, key.into());

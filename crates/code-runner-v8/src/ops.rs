@@ -39,6 +39,7 @@ deno_core::extension!(
         op_cr_encode_into,
         op_cr_files_list,
         op_cr_files_remove,
+        op_cr_reserve,
     ],
 );
 
@@ -73,6 +74,17 @@ fn op_cr_print(
             1 => turn.stdout.push(text.as_bytes()),
             _ => turn.stderr.push(text.as_bytes()),
         }
+    }
+}
+
+/// Charges a resizable buffer's reservation of `bytes` to `external_mb`
+/// (see [`crate::reserve`]): a token to keep beside the buffer, or `null`
+/// past the budget.
+#[op2]
+fn op_cr_reserve<'s>(scope: &mut v8::PinScope<'s, '_>, bytes: f64) -> v8::Local<'s, v8::Value> {
+    match crate::reserve::reserve(scope, bytes) {
+        Some(token) => token.into(),
+        None => v8::null(scope).into(),
     }
 }
 

@@ -475,7 +475,7 @@ async function invoke(key, payloadJson) {
   return await handler(JSONParse(payloadJson));
 }
 
-installLimits(core, globalThis);
+const { guardShared } = installLimits(core, globalThis);
 
 ObjectDefineProperty(globalThis, "__code_runner__", {
   value: ObjectFreeze({
@@ -485,6 +485,7 @@ ObjectDefineProperty(globalThis, "__code_runner__", {
     describeThrown: (value) => describeThrown(value, false),
     endTurn,
     noop: () => {},
+    guardShared,
   }),
   configurable: true,
 });

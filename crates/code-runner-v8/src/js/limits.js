@@ -2,10 +2,13 @@
 // the startup snapshot is made (the originals are reachable only from these
 // closures afterwards):
 //
-// - ArrayBuffer: a resizable buffer (`maxByteLength`) is reserved and
-//   committed by V8 itself, outside the allocator that counts external_mb, so
-//   the option is refused. (SharedArrayBuffer and Atomics are removed from
-//   the global object at boot, as WebAssembly is.)
+// - ArrayBuffer and SharedArrayBuffer: V8 reserves a resizable buffer's
+//   `maxByteLength` itself and commits it as the buffer grows, outside the
+//   allocator that counts external_mb, so the constructors charge the whole
+//   reservation to external_mb first (`op_cr_reserve`: a RangeError past the
+//   budget, before V8 reserves anything). The charge is a token kept beside
+//   every buffer that shares the reservation (`transfer` moves it to the
+//   new buffer); it comes back when the last of them is collected.
 // - RegExp: compiling a pattern takes zone memory outside both caps (a 3 MB
 //   pattern took 192 MiB), so a pattern compiled from a string is bounded by
 //   length wherever a string becomes a pattern: the constructor,
@@ -13,6 +16,7 @@
 //   `search` (which make a pattern of a non-RegExp argument).
 const installLimits = (core, globalThis) => {
   const { isRegExp } = core;
+  const { op_cr_reserve } = core.ops;
   const ReflectApply = Reflect.apply;
   const ReflectConstruct = Reflect.construct;
   const ObjectDefineProperty = Object.defineProperty;
@@ -71,19 +75,73 @@ const installLimits = (core, globalThis) => {
     ObjectDefineProperty(globalThis, name, { __proto__: null, value: replacement, writable: true, enumerable: false, configurable: true });
   };
 
-  // ---- ArrayBuffer -----------------------------------------------------------
+  // ---- ArrayBuffer and SharedArrayBuffer -----------------------------------
 
-  const OriginalArrayBuffer = ArrayBuffer;
-  const ArrayBufferGuard = function ArrayBuffer(length, options) {
-    if (new.target === undefined) throw new TypeErrorCtor("Constructor ArrayBuffer requires 'new'");
-    if (options !== null && typeof options === "object" && options.maxByteLength !== undefined) {
-      throw new RangeErrorCtor(
-        "resizable ArrayBuffers (maxByteLength) are not available in this sandbox: V8 commits their memory outside external_mb; allocate a fixed length instead",
-      );
-    }
-    return ReflectConstruct(OriginalArrayBuffer, [length], new.target);
+  const WeakMapCtor = WeakMap;
+  const WeakMapGet = WeakMap.prototype.get;
+  const WeakMapSet = WeakMap.prototype.set;
+  const MathTrunc = Math.trunc;
+  const NumberIsNaN = Number.isNaN;
+  const MAX_INDEX = 2 ** 53 - 1;
+  /** Each resizable buffer's reservation token (see `op_cr_reserve`). */
+  const reservations = new WeakMapCtor();
+
+  // The standard's ToIndex.
+  const toIndex = (value) => {
+    const number = +value;
+    const integer = NumberIsNaN(number) ? 0 : MathTrunc(number);
+    if (integer < 0 || integer > MAX_INDEX) throw new RangeErrorCtor("Invalid array buffer length");
+    return integer === 0 ? 0 : integer;
   };
-  replaceConstructor(OriginalArrayBuffer, ArrayBufferGuard, "ArrayBuffer");
+
+  // The constructor's steps as the standard has them (length, then the
+  // `maxByteLength` option, each read and converted once); V8 makes the
+  // buffer from the converted numbers once the reservation is charged.
+  const guardBuffer = (Original, name) => {
+    const guard = {
+      [name]: function (length, options) {
+        if (new.target === undefined) throw new TypeErrorCtor(`Constructor ${name} requires 'new'`);
+        const byteLength = toIndex(length);
+        const max = options !== null && (typeof options === "object" || typeof options === "function") ? options.maxByteLength : undefined;
+        if (max === undefined) return ReflectConstruct(Original, [byteLength], new.target);
+        const maxByteLength = toIndex(max);
+        const sized = { __proto__: null, maxByteLength };
+        // V8's own RangeError, before it reserves anything.
+        if (byteLength > maxByteLength) return ReflectConstruct(Original, [byteLength, sized], new.target);
+        const token = op_cr_reserve(maxByteLength);
+        if (token === null) {
+          throw new RangeErrorCtor(
+            `${name}: a resizable buffer's maxByteLength (${maxByteLength} bytes) is charged to external_mb when it is made, and that limit is reached`,
+          );
+        }
+        const buffer = ReflectConstruct(Original, [byteLength, sized], new.target);
+        call(WeakMapSet, reservations, buffer, token);
+        return buffer;
+      },
+    }[name];
+    replaceConstructor(Original, guard, name);
+  };
+  guardBuffer(ArrayBuffer, "ArrayBuffer");
+  // V8 installs SharedArrayBuffer into each context it deserializes, after
+  // the snapshot: each booted isolate calls this before guest code runs.
+  const guardShared = () => {
+    const Shared = globalThis.SharedArrayBuffer;
+    if (typeof Shared === "function" && call(MapGet, nativeText, Shared) === undefined) guardBuffer(Shared, "SharedArrayBuffer");
+  };
+
+  // `transfer()` of a resizable buffer hands its reservation to the new one.
+  const ArrayBufferProto = ArrayBuffer.prototype;
+  const OriginalTransfer = ArrayBufferProto.transfer;
+  const transfer = {
+    transfer() {
+      const token = call(WeakMapGet, reservations, this);
+      const moved = ReflectApply(OriginalTransfer, this, arguments);
+      if (token !== undefined) call(WeakMapSet, reservations, moved, token);
+      return moved;
+    },
+  }.transfer;
+  markNative(transfer, "transfer");
+  ObjectDefineProperty(ArrayBufferProto, "transfer", { __proto__: null, value: transfer, writable: true, enumerable: false, configurable: true });
 
   // ---- RegExp ----------------------------------------------------------------
 
@@ -171,4 +229,5 @@ const installLimits = (core, globalThis) => {
   wrapMatcher("match", SymbolMatch);
   wrapMatcher("matchAll", SymbolMatchAll);
   wrapMatcher("search", SymbolSearch);
+  return { guardShared };
 };

@@ -176,45 +176,150 @@ async fn child_structured_clone_shares_strings_and_keeps_its_semantics() {
     rt.close().await;
 }
 
-/// Memory V8 commits itself, outside the allocator that counts
-/// external_mb: a resizable ArrayBuffer grew to 1.25 GiB under a 64 MiB
-/// cap, and a growable SharedArrayBuffer likewise. Both are refused.
+/// Resizable and shared buffers are standard JavaScript again (they were
+/// refused outright, which failed 32 of test262's sample): made, resized,
+/// grown, transferred, subclassed, and used with `Atomics`.
 #[tokio::test(flavor = "multi_thread")]
-async fn resizable_and_shared_buffers_are_refused() {
+async fn resizable_and_shared_buffers_work_as_in_node() {
     let (rt, _dir) = runtime().await;
     let out = rt
         .run(turn(
             r#"
-            const tries = [];
-            const attempt = (f) => { try { f(); tries.push("made"); } catch (e) { tries.push(e.name); } };
-            attempt(() => new ArrayBuffer(0, { maxByteLength: 8 * 2**30 }));
-            attempt(() => new (new Uint8Array(1).buffer.constructor)(0, { maxByteLength: 2**20 }));
-            attempt(() => new (Object.getPrototypeOf(new ArrayBuffer(1)).constructor)(0, { maxByteLength: 2**20 }));
-            attempt(() => { class Mine extends ArrayBuffer {}; new Mine(0, { maxByteLength: 2**20 }); });
-            class Plain extends ArrayBuffer {}
-            const plain = new Plain(8);
-            return [tries, typeof SharedArrayBuffer, typeof Atomics, new ArrayBuffer(8).byteLength,
-                    plain instanceof ArrayBuffer, plain.byteLength, new ArrayBuffer(3) instanceof ArrayBuffer,
-                    ArrayBuffer.isView(new Uint8Array(1)), new Uint8Array(4).buffer.constructor === ArrayBuffer,
-                    new ArrayBuffer(8).resizable];
+            const rab = new ArrayBuffer(8, { maxByteLength: 64 });
+            const tracking = new Uint8Array(rab);
+            const made = [rab.byteLength, rab.resizable, rab.maxByteLength, tracking.length];
+            rab.resize(32);
+            tracking[31] = 7;
+            let past;
+            try { rab.resize(65); } catch (e) { past = e.name; }
+            const moved = rab.transfer();
+            const sab = new SharedArrayBuffer(4, { maxByteLength: 16 });
+            sab.grow(16);
+            const shared = new Int32Array(sab);
+            Atomics.add(shared, 0, 5);
+            Atomics.store(shared, 1, 9);
+            const swapped = Atomics.compareExchange(shared, 1, 9, 10);
+            class Mine extends ArrayBuffer {}
+            const mine = new Mine(0, { maxByteLength: 8 });
+            mine.resize(8);
+            const getter = { get maxByteLength() { getter.reads++; return 16; }, reads: 0 };
+            new ArrayBuffer(1, getter);
+            let below;
+            try { new ArrayBuffer(9, { maxByteLength: 8 }); } catch (e) { below = e.name; }
+            return [made, [rab.detached, moved.byteLength, moved.resizable, moved.maxByteLength, new Uint8Array(moved)[31]], past,
+                    [sab.byteLength, sab.growable, sab.maxByteLength, Atomics.load(shared, 0), swapped, Atomics.load(shared, 1),
+                     Atomics.notify(shared, 0, 1), new SharedArrayBuffer(8).byteLength, typeof Atomics.waitAsync],
+                    [mine instanceof Mine, mine.byteLength, mine.resizable], getter.reads, below,
+                    [new ArrayBuffer(8).resizable, new ArrayBuffer(undefined).byteLength, new ArrayBuffer(4, {}).resizable,
+                     new ArrayBuffer(4, null).resizable, ArrayBuffer.prototype.transfer.length]];
             "#,
         ))
         .await;
     assert_eq!(
         value(&out),
         json!([
-            ["RangeError", "RangeError", "RangeError", "RangeError"],
-            "undefined",
-            "undefined",
-            8,
-            true,
-            8,
-            true,
-            true,
-            true,
-            false
+            [8, true, 64, 8],
+            [true, 32, true, 64, 7],
+            "RangeError",
+            [16, true, 16, 5, 9, 10, 0, 8, "function"],
+            [true, 8, true],
+            1,
+            "RangeError",
+            [false, 0, false, false, 0]
         ])
     );
+    rt.close().await;
+}
+
+/// What V8 reserves for a resizable buffer (its `maxByteLength`) is charged
+/// to external_mb when the buffer is made, before V8 reserves anything: a
+/// `maxByteLength` of 2^40 (or anything past the budget) is a RangeError,
+/// reservations and plain buffers share one budget, and a buffer nobody
+/// holds gives its reservation back. Before the guards a resizable buffer
+/// grew to 1.25 GiB under a 64 MiB cap.
+#[tokio::test(flavor = "multi_thread")]
+async fn resizable_buffers_are_charged_to_external_mb() {
+    let (rt, _dir) = runtime().await;
+    let out = rt
+        .run(turn(
+            r#"
+            const tries = [];
+            const attempt = (f) => { try { f(); tries.push("made"); } catch (e) { tries.push(e.name); } };
+            attempt(() => new ArrayBuffer(0, { maxByteLength: 2 ** 40 }));
+            attempt(() => new SharedArrayBuffer(0, { maxByteLength: 2 ** 40 }));
+            attempt(() => new ArrayBuffer(0, { maxByteLength: 65 * 2 ** 20 }));
+            const held = new ArrayBuffer(0, { maxByteLength: 40 * 2 ** 20 });
+            attempt(() => new ArrayBuffer(0, { maxByteLength: 30 * 2 ** 20 }));
+            attempt(() => new Uint8Array(30 * 2 ** 20));
+            attempt(() => { class Mine extends SharedArrayBuffer {}; new Mine(0, { maxByteLength: 30 * 2 ** 20 }); });
+            // Only one of these fits beside `held` at a time.
+            for (let i = 0; i < 40; i++) new ArrayBuffer(0, { maxByteLength: 20 * 2 ** 20 }).resize(20 * 2 ** 20);
+            held.resize(40 * 2 ** 20);
+            new Uint8Array(held).fill(1);
+            const moved = held.transfer();
+            attempt(() => new ArrayBuffer(0, { maxByteLength: 30 * 2 ** 20 }));
+            let message;
+            try { new ArrayBuffer(0, { maxByteLength: 2 ** 40 }); } catch (e) { message = e.message; }
+            return [tries, moved.byteLength, message.includes("external_mb")];
+            "#,
+        ))
+        .await;
+    assert_eq!(
+        value(&out),
+        json!([
+            [
+                "RangeError",
+                "RangeError",
+                "RangeError",
+                "RangeError",
+                "RangeError",
+                "RangeError",
+                "RangeError"
+            ],
+            40 << 20,
+            true
+        ])
+    );
+    // Uncaught, the refusal is the runtime's resource_exhausted.
+    let out = rt
+        .run(turn("new SharedArrayBuffer(0, { maxByteLength: 2 ** 40 })"))
+        .await;
+    match &out.ending {
+        TurnEnding::Faulted(Fault::ResourceExhausted(message)) => {
+            assert!(
+                message.contains("external memory limit 64 MiB"),
+                "{message}"
+            )
+        }
+        other => panic!("expected resource_exhausted, got {other:?}"),
+    }
+    // Once the buffers are gone, the whole budget is there again.
+    let out = rt
+        .run(turn(
+            "const b = new ArrayBuffer(0, { maxByteLength: 60 * 2 ** 20 }); b.resize(60 * 2 ** 20); return b.byteLength",
+        ))
+        .await;
+    assert_eq!(value(&out), json!(60 << 20));
+    rt.close().await;
+}
+
+/// `Atomics.wait` would block the runtime's thread (nothing else can ever
+/// notify it): it throws, as on a browser's main thread, and a turn that
+/// tries it still ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn atomics_wait_never_blocks_the_thread() {
+    let (rt, _dir) = runtime().await;
+    let mut spec = turn(
+        "const i32 = new Int32Array(new SharedArrayBuffer(8)); \
+         try { Atomics.wait(i32, 0, 0); return 'returned'; } catch (e) { return e.name; }",
+    );
+    spec.timeout = Duration::from_secs(2);
+    let started = Instant::now();
+    let out = tokio::time::timeout(Duration::from_secs(60), rt.run(spec))
+        .await
+        .expect("the turn answers");
+    assert_eq!(value(&out), json!("TypeError"));
+    assert!(started.elapsed() < IN_TIME, "{:?}", started.elapsed());
     rt.close().await;
 }
 

@@ -107,8 +107,9 @@ fn is_reserved(namespace: &str) -> bool {
         || lower.starts_with("iii_")
 }
 
-/// A namespace as reservations compare it: ASCII lower case, `_` and `-` dropped.
-fn fold(namespace: &str) -> String {
+/// A namespace as reservations and look-alikes compare it: ASCII lower
+/// case, `_` and `-` dropped.
+pub(crate) fn fold(namespace: &str) -> String {
     namespace
         .chars()
         .filter(|c| *c != '_' && *c != '-')

@@ -23,6 +23,7 @@ use std::time::Duration;
 use code_runner_core::{Lang, Runtime, Task, TurnEnding, TurnOutcome, TurnSpec};
 use serde_json::Value;
 
+use crate::bus::naming::fold;
 use crate::ids::RuntimeKey;
 use crate::ops::guest::GuestBindings;
 use crate::ops::tenancy::Writer;
@@ -302,6 +303,18 @@ impl NamespaceRuntimes {
             .iter()
             .flat_map(|entry| entry.lock().values().cloned().collect::<Vec<_>>())
             .find(|runtime| runtime.key == key)
+    }
+
+    /// A namespace other than `namespace` that reads the same ignoring
+    /// case, `_` and `-` ([`fold`]), and that `writer` did not create, with
+    /// its creator: what guest code may not make a look-alike of.
+    pub fn look_alike(&self, namespace: &str, writer: Writer) -> Option<(String, Option<Writer>)> {
+        let folded = fold(namespace);
+        self.lock()
+            .iter()
+            .filter(|(name, _)| name.as_str() != namespace && fold(name) == folded)
+            .map(|(name, entry)| (name.clone(), entry.owner()))
+            .find(|(_, owner)| *owner != Some(writer))
     }
 
     /// Takes the namespace's lock (creating its entry if needed).

@@ -21,7 +21,7 @@ use crate::ops::handler_as;
 use crate::ops::invoke::{failure_text, published_function, turn_params};
 use crate::ops::namespaces::NamespaceRuntime;
 use crate::ops::retire::retire;
-use crate::ops::tenancy::{Claimant, Writer, may_register_reserved, may_write};
+use crate::ops::tenancy::{Claimant, Writer, may_look_like, may_register_reserved, may_write};
 
 /// Largest handler source accepted: room for a real module, not a data dump.
 pub const MAX_SOURCE_BYTES: usize = 1024 * 1024;
@@ -82,6 +82,9 @@ pub(crate) async fn register_function(
         if let Some(creator) = held.entry.owner() {
             let open = ops.config().guest_writable_namespaces;
             may_write(&namespace, creator, writer, &open, "register into")?;
+        }
+        if let Writer::Guest(_) = writer {
+            may_look_like(&namespace, ops.namespaces.look_alike(&namespace, writer))?;
         }
         ops.published.check(&id, &owner, lang, &ops.bus)?;
         let runtime = match &existing {

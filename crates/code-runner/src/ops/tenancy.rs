@@ -101,6 +101,31 @@ pub fn may_tear_down_held(
     )))
 }
 
+/// Whether guest code may register into `namespace` while `look_alike` (see
+/// [`crate::ops::namespaces::NamespaceRuntimes::look_alike`]) reads the same
+/// ignoring case, `_` and `-` and belongs to someone else: `HOSTNS` and
+/// `host_ns` beside the operator's `host-ns` would pass for it in a listing.
+///
+/// # Errors
+/// `code-runner::invalid_request` naming both namespaces and whose the other is.
+pub fn may_look_like(
+    namespace: &str,
+    look_alike: Option<(String, Option<Writer>)>,
+) -> Result<(), RunnerError> {
+    let Some((other, owner)) = look_alike else {
+        return Ok(());
+    };
+    let whose = match owner {
+        Some(Writer::Host) | None => "the operator's (a host call created it)",
+        Some(Writer::Guest(_)) => "another run's",
+    };
+    Err(RunnerError::invalid(format!(
+        "namespace {} looks like namespace {}, which is {whose}: namespaces that differ only in case, `_` or `-` are one name to whoever reads a listing, so guest code may not create one beside another's; use a namespace of your own",
+        canonical(namespace),
+        canonical(&other)
+    )))
+}
+
 /// Who registers into a namespace that may be reserved as a plain runtime's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Claimant {

@@ -12,7 +12,7 @@ use crate::bus::catalog::{check_description, check_format};
 use crate::bus::naming::FunctionId;
 use crate::bus::payload::parse;
 use crate::ops::Ops;
-use crate::ops::tenancy::{Claimant, may_register_reserved};
+use crate::ops::tenancy::{Claimant, Writer, may_look_like, may_register_reserved};
 
 /// The registrar's arguments: `iii.registerFunction(id, handler, options?)`.
 #[derive(Deserialize)]
@@ -68,6 +68,12 @@ pub(super) async fn register_from_guest(
             id.namespace(),
             ops.lineage.reservation(id.namespace()),
             Claimant::Runtime(ctx.key),
+        )
+        .map_err(binding_error)?;
+        let writer = Writer::Guest(ctx.root);
+        may_look_like(
+            id.namespace(),
+            ops.namespaces.look_alike(id.namespace(), writer),
         )
         .map_err(binding_error)?;
     }

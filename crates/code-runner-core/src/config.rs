@@ -61,7 +61,7 @@ pub const MAX_SANDBOX_PROCESSES: usize = 256;
 /// Every other key is captured when the engines boot and cannot be rebound
 /// under live runtimes: a change to one is saved at once and applies at the
 /// next start.
-pub const NEXT_CALL_KEYS: [&str; 9] = [
+pub const NEXT_CALL_KEYS: [&str; 10] = [
     "max_result_bytes",
     "max_stream_bytes",
     "max_images",
@@ -71,6 +71,7 @@ pub const NEXT_CALL_KEYS: [&str; 9] = [
     "inject_guidance",
     "guest_writable_namespaces",
     "guest_trigger_types",
+    "mcp_guest_tools",
 ];
 
 /// The worker's configuration, read from YAML or JSON; every key is optional.
@@ -143,6 +144,11 @@ pub struct Config {
     /// `engine::register_trigger` (default none). `console:*`, `harness::*`,
     /// `configuration`, `log` and `trace` are refused. Applies to the next call.
     pub guest_trigger_types: Vec<String>,
+    /// Show the functions guest code published (node's `iii.registerFunction`,
+    /// `register_function` from a run) as tools to every MCP session, marked
+    /// and cleaned; by default (false) only the session whose runs published
+    /// them sees them. Applies to the next call.
+    pub mcp_guest_tools: bool,
 }
 
 /// The interpreter behind `lang: "python"` (the `python_interpreter` key).
@@ -225,6 +231,7 @@ impl Default for Config {
             sandbox_processes: 0,
             guest_writable_namespaces: Vec::new(),
             guest_trigger_types: Vec::new(),
+            mcp_guest_tools: false,
         }
     }
 }
@@ -320,6 +327,7 @@ impl Config {
             inject_guidance: newer.inject_guidance,
             guest_writable_namespaces: newer.guest_writable_namespaces.clone(),
             guest_trigger_types: newer.guest_trigger_types.clone(),
+            mcp_guest_tools: newer.mcp_guest_tools,
             ..self.clone()
         }
     }

@@ -160,6 +160,7 @@ impl Worker {
             "engines": self.inner.ops.engines.health(),
             "iii": self.inner.link.get().map(|link| json!({"state": link.state(), "worker_name": link.worker_name()})),
             "configuration": self.inner.ops.settings.status(),
+            "mcp": { "followers": crate::edge::mcp::followers() },
         })
     }
 
@@ -264,6 +265,28 @@ impl crate::edge::api::Api for Worker {
         &self,
     ) -> impl std::future::Future<Output = Result<FunctionsInfoResponse, CallError>> + Send {
         Worker::functions(self)
+    }
+
+    fn listing(
+        &self,
+    ) -> impl std::future::Future<Output = Result<Arc<crate::bus::Listing>, CallError>> + Send {
+        let ops = self.inner.ops.clone();
+        async move {
+            if let Some(listing) = ops.bus.cached_listing() {
+                return Ok(listing);
+            }
+            tokio::task::spawn_blocking(move || ops.bus.listing())
+                .await
+                .map_err(|err| {
+                    RunnerError::engine(format!("listing functions failed: {err}")).into()
+                })
+        }
+    }
+
+    fn runtime_root(&self, runtime_id: &str) -> Option<crate::ids::RuntimeKey> {
+        let ops = &self.inner.ops;
+        let key = ops.registry.get(runtime_id).ok()?.key;
+        Some(ops.lineage.root(key).unwrap_or(key))
     }
 
     fn health(&self) -> Value {

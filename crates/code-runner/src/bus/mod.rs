@@ -9,7 +9,7 @@ pub(crate) mod outbound;
 pub(crate) mod payload;
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use code_runner_core::wire::{FunctionInfo, FunctionsInfoResponse};
@@ -123,6 +123,10 @@ pub struct Function {
     pub metadata: Arc<Value>,
     /// The handler.
     pub handler: Handler,
+    /// The lineage root of the guest code that published it (node's
+    /// `iii.registerFunction`, or `register_function` called from a run);
+    /// `None` for the host's and the worker's own.
+    pub publisher: Option<RuntimeKey>,
 }
 
 impl Function {
@@ -139,7 +143,27 @@ impl Function {
             response_schema: Arc::new(response_schema),
             metadata: Arc::new(Value::Object(Default::default())),
             handler,
+            publisher: None,
         }
+    }
+
+    /// Marks the function published by guest code of the lineage rooted at
+    /// `root` (`metadata.guest_published: true`).
+    #[must_use]
+    pub fn published_by_guest(mut self, root: RuntimeKey) -> Self {
+        self.publisher = Some(root);
+        self.with_metadata(GUEST_PUBLISHED, Value::Bool(true))
+    }
+
+    /// Whether a listing shows `self` and `other` alike: the same
+    /// description, schemas, metadata and publisher (handlers may differ).
+    fn lists_as(&self, other: &Function) -> bool {
+        let same = |a: &Arc<Value>, b: &Arc<Value>| Arc::ptr_eq(a, b) || a == b;
+        self.description == other.description
+            && self.publisher == other.publisher
+            && same(&self.request_schema, &other.request_schema)
+            && same(&self.response_schema, &other.response_schema)
+            && same(&self.metadata, &other.metadata)
     }
 
     /// Marks the function internal (`metadata.internal: true`).
@@ -158,11 +182,30 @@ impl Function {
     }
 }
 
+/// The metadata key that marks a function guest code published.
+pub const GUEST_PUBLISHED: &str = "guest_published";
+
+/// Every function as a listing shows it, built once per change of the bus
+/// and shared by everyone who lists ([`Bus::listing`]).
+#[derive(Debug)]
+pub struct Listing {
+    /// The change counter it was built at (it may show later changes too).
+    pub generation: u64,
+    /// The functions, by id.
+    pub functions: Vec<FunctionInfo>,
+    /// For each function, in the same order: its [`Function::publisher`].
+    pub publishers: Vec<Option<RuntimeKey>>,
+}
+
 /// The registry of bus functions.
 pub struct Bus {
     functions: RwLock<BTreeMap<String, Function>>,
-    /// Bumped on every change, so a mirror (the iii engine link) can follow.
+    /// Bumped when the listing changes (an id added or removed, or what it
+    /// shows of one), so a mirror (the iii engine link) and MCP sessions can
+    /// follow; re-registering a function as it was leaves it alone.
     changes: tokio::sync::watch::Sender<u64>,
+    /// The last listing built, reused until the next change.
+    listing: Mutex<Option<Arc<Listing>>>,
 }
 
 impl Default for Bus {
@@ -170,15 +213,60 @@ impl Default for Bus {
         Bus {
             functions: RwLock::default(),
             changes: tokio::sync::watch::Sender::new(0),
+            listing: Mutex::default(),
         }
     }
 }
 
 impl Bus {
-    /// Registers (or replaces) `id`.
+    /// Registers (or replaces) `id`; the change counter moves only when the
+    /// listing shows something new.
     pub fn register(&self, id: &str, function: Function) {
-        self.write().insert(id.to_string(), function);
-        self.changes.send_modify(|n| *n += 1);
+        let changed = {
+            let mut functions = self.write();
+            let same = functions.get(id).is_some_and(|old| old.lists_as(&function));
+            functions.insert(id.to_string(), function);
+            !same
+        };
+        if changed {
+            self.changes.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// The listing of every function, built at most once per change: the
+    /// first caller after a change builds it (the others wait for it), the
+    /// rest share it. Building copies every schema, so call it off the async
+    /// workers unless [`Bus::cached_listing`] has it.
+    pub fn listing(&self) -> Arc<Listing> {
+        let mut cached = self.listing.lock().unwrap_or_else(|p| p.into_inner());
+        // Read before the functions: the listing is never older than its generation.
+        let generation = *self.changes.borrow();
+        if let Some(listing) = cached.as_ref().filter(|l| l.generation == generation) {
+            return listing.clone();
+        }
+        let entries: Vec<(String, Function)> = self.snapshot();
+        let publishers = entries.iter().map(|(_, f)| f.publisher).collect();
+        let functions = entries
+            .into_iter()
+            .map(|(id, entry)| describe(id, entry))
+            .collect();
+        let listing = Arc::new(Listing {
+            generation,
+            functions,
+            publishers,
+        });
+        *cached = Some(listing.clone());
+        listing
+    }
+
+    /// The listing [`Bus::listing`] would return, if it is built already.
+    pub fn cached_listing(&self) -> Option<Arc<Listing>> {
+        let cached = self.listing.lock().unwrap_or_else(|p| p.into_inner());
+        let generation = *self.changes.borrow();
+        cached
+            .as_ref()
+            .filter(|l| l.generation == generation)
+            .cloned()
     }
 
     /// Every function, by id: what a mirror registers elsewhere.
@@ -194,7 +282,7 @@ impl Bus {
         self.read().get(id).cloned()
     }
 
-    /// A receiver that wakes on every change.
+    /// A receiver that wakes on every change of the listing.
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes.subscribe()
     }
@@ -256,14 +344,7 @@ impl Bus {
                 .collect()
         };
         let describe = |(id, entry): (&String, Option<Function>)| match entry {
-            Some(entry) => FunctionInfo {
-                function_id: id.clone(),
-                description: Some(entry.description),
-                request_schema: Some(Value::clone(&entry.request_schema)),
-                response_schema: Some(Value::clone(&entry.response_schema)),
-                metadata: Some(Value::clone(&entry.metadata)),
-                error: None,
-            },
+            Some(entry) => describe(id.clone(), entry),
             None => FunctionInfo {
                 function_id: id.clone(),
                 description: None,
@@ -291,6 +372,18 @@ impl Bus {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Function>> {
         self.functions.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What a listing shows of `entry`: its schemas copied out of their `Arc`s.
+fn describe(id: String, entry: Function) -> FunctionInfo {
+    FunctionInfo {
+        function_id: id,
+        description: Some(entry.description),
+        request_schema: Some(Value::clone(&entry.request_schema)),
+        response_schema: Some(Value::clone(&entry.response_schema)),
+        metadata: Some(Value::clone(&entry.metadata)),
+        error: None,
     }
 }
 
@@ -351,6 +444,44 @@ mod tests {
         let internal = g.internal();
         assert_eq!(internal.metadata["internal"], true);
         assert_eq!(*f.metadata, serde_json::json!({}));
+    }
+
+    /// Registering a function as it was (another handler, the same
+    /// listing) wakes nobody; a changed description or a new id does. The
+    /// listing is built once per change and shared until the next.
+    #[test]
+    fn the_listing_changes_only_when_what_it_shows_does() {
+        let bus = Bus::default();
+        let changes = bus.subscribe();
+        bus.register("a::x", function(serde_json::json!({"type": "object"})));
+        assert!(changes.has_changed().unwrap());
+        let first = bus.listing();
+        assert!(Arc::ptr_eq(&first, &bus.listing()));
+        assert!(Arc::ptr_eq(&first, &bus.cached_listing().unwrap()));
+        let mut changes = bus.subscribe();
+        for _ in 0..100 {
+            bus.register("a::x", function(serde_json::json!({"type": "object"})));
+        }
+        assert!(!changes.has_changed().unwrap());
+        assert!(Arc::ptr_eq(&first, &bus.listing()));
+        let mut described = function(serde_json::json!({"type": "object"}));
+        described.description = "another".into();
+        bus.register("a::x", described);
+        assert!(changes.has_changed().unwrap());
+        changes.borrow_and_update();
+        assert!(bus.cached_listing().is_none());
+        let second = bus.listing();
+        assert_eq!(second.functions[0].description.as_deref(), Some("another"));
+        bus.register(
+            "a::x",
+            function(Value::Null).published_by_guest(RuntimeKey::new(7)),
+        );
+        let third = bus.listing();
+        assert_eq!(third.publishers, [Some(RuntimeKey::new(7))]);
+        assert_eq!(
+            third.functions[0].metadata.as_ref().unwrap()[GUEST_PUBLISHED],
+            true
+        );
     }
 
     /// Unregistering makes an id unknown again.

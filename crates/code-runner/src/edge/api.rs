@@ -8,7 +8,8 @@ use code_runner_core::wire::FunctionsInfoResponse;
 use code_runner_core::{AbortSignal, Config, LiveOutput};
 use serde_json::Value;
 
-use crate::bus::CallError;
+use crate::bus::{CallError, Listing};
+use crate::ids::RuntimeKey;
 
 /// The worker's facade.
 pub trait Api: Clone + Send + Sync + 'static {
@@ -33,6 +34,14 @@ pub trait Api: Clone + Send + Sync + 'static {
     /// Describes every function this worker's bus holds.
     fn functions(&self) -> impl Future<Output = Result<FunctionsInfoResponse, CallError>> + Send;
 
+    /// Every function as listings show it, built once per change of the bus
+    /// and shared by every caller until the next (MCP's `tools/list`).
+    fn listing(&self) -> impl Future<Output = Result<std::sync::Arc<Listing>, CallError>> + Send;
+
+    /// The lineage root of the live kept runtime `runtime_id` (what its
+    /// guest code publishes carries it), if it is one of this worker's.
+    fn runtime_root(&self, runtime_id: &str) -> Option<RuntimeKey>;
+
     /// Liveness and load, for `/healthz`.
     fn health(&self) -> Value;
 
@@ -42,6 +51,7 @@ pub trait Api: Clone + Send + Sync + 'static {
     /// Whether python runs the data stack, for what tool descriptions promise.
     fn python_has_data_stack(&self) -> bool;
 
-    /// Wakes on every change of the bus's set of functions.
+    /// Wakes on every change of the bus's listing (not on a function
+    /// registered again as it was).
     fn changes(&self) -> tokio::sync::watch::Receiver<u64>;
 }

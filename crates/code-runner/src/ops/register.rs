@@ -101,6 +101,10 @@ pub(crate) async fn register_function(
                 request_schema,
                 response_schema,
             );
+            let function = match &caller.guest {
+                Some(guest) => function.published_by_guest(guest.root),
+                None => function,
+            };
             ops.published
                 .publish(&id, owner.clone(), lang, function, &ops.bus)
         });

@@ -17,8 +17,9 @@ const HEADER: &str = "\
 # code-runner configuration. Edit it here (the running worker picks the change
 # up) or with `configuration::set`. max_result_bytes, max_stream_bytes,
 # max_images, max_image_bytes, default_timeout_ms, max_timeout_ms,
-# inject_guidance, guest_writable_namespaces and guest_trigger_types apply to
-# the next call; every other key applies when the worker next starts.
+# inject_guidance, guest_writable_namespaces, guest_trigger_types and
+# mcp_guest_tools apply to the next call; every other key applies when the
+# worker next starts.
 ";
 
 /// Where a data directory keeps its configuration.

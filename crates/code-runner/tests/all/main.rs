@@ -44,6 +44,8 @@ mod namespaces;
 mod config;
 // The HTTP edge: routes, who may call, the edge's limits, property tests.
 mod http;
+// MCP's tool list: guest-published tools per session, its followers.
+mod mcp_tools;
 // The real binary: `call`, `serve`, and what a SIGKILL leaves behind.
 mod cli;
 // On a real iii engine: the link, published functions, restarts, peers.

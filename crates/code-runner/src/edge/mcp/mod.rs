@@ -9,17 +9,21 @@
 //! with `isError` whose text is `code: message`. A client's
 //! `notifications/cancelled` aborts the run it started. The tool list
 //! follows the bus: a session is told `notifications/tools/list_changed`
-//! when the published tools change.
+//! when the published tools it sees change. One follower per session at
+//! most (none for a stateless request, which has no initialized session);
+//! it wakes only when the bus's listing changes, and the listing it compares
+//! is built once per change for every follower ([`crate::bus::Bus::listing`]).
 
+mod clean;
+mod follow;
 mod http;
 mod output;
 pub mod tools;
 
+pub use follow::followers;
 pub use http::service;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use code_runner_core::AbortSignal;
 use rmcp::model::{
@@ -32,20 +36,18 @@ use rmcp::model::{
 )]
 use rmcp::model::{LoggingLevel, SetLevelRequestParams};
 use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
+use crate::bus::names::RUN;
 use crate::edge::api::Api;
-
-/// How long the tool list must be still before a change is announced.
-const SETTLE: Duration = Duration::from_millis(50);
 
 /// One MCP session's server over the worker's facade.
 #[derive(Clone)]
 pub struct McpServer<A: Api> {
     api: A,
-    /// Whether this session already follows the bus for tool-list changes.
-    following: Arc<AtomicBool>,
+    /// Its runtimes (whose guest-published tools it sees) and its follower.
+    own: Arc<follow::Own>,
     /// The least log level the client asked for (`logging/setLevel`).
     #[allow(
         deprecated,
@@ -59,7 +61,7 @@ impl<A: Api> McpServer<A> {
     pub fn new(api: A) -> Self {
         McpServer {
             api,
-            following: Arc::default(),
+            own: Arc::default(),
             level: Arc::default(),
         }
     }
@@ -72,44 +74,6 @@ impl<A: Api> McpServer<A> {
         let running = self.serve(rmcp::transport::stdio()).await?;
         running.waiting().await?;
         Ok(())
-    }
-
-    /// Tells `peer` whenever the published tools change, until it goes away.
-    fn follow(&self, peer: Peer<RoleServer>) {
-        if self.following.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let api = self.api.clone();
-        tokio::spawn(async move {
-            let mut changes = api.changes();
-            let mut known = published(&api).await;
-            loop {
-                tokio::select! {
-                    changed = changes.changed() => if changed.is_err() { return },
-                    () = tokio::time::sleep(Duration::from_secs(5)) => {
-                        if peer.is_transport_closed() { return }
-                        continue;
-                    }
-                }
-                tokio::time::sleep(SETTLE).await;
-                changes.borrow_and_update();
-                let now = published(&api).await;
-                if now != known {
-                    known = now;
-                    if peer.notify_tool_list_changed().await.is_err() {
-                        return;
-                    }
-                }
-            }
-        });
-    }
-}
-
-/// The published tools' names now.
-async fn published<A: Api>(api: &A) -> Vec<String> {
-    match api.functions().await {
-        Ok(listing) => tools::published_names(&listing.functions),
-        Err(_) => Vec::new(),
     }
 }
 
@@ -149,24 +113,25 @@ impl<A: Api> ServerHandler for McpServer<A> {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.follow(context.peer);
+        follow::follow(&self.api, &self.own, context.peer).await;
     }
 
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
+        _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        self.follow(context.peer);
         let listing = self
             .api
-            .functions()
+            .listing()
             .await
             .map_err(|err| McpError::internal_error(err.message, None))?;
+        let roots = self.own.roots();
         Ok(ListToolsResult::with_all_items(tools::tools(
-            &listing.functions,
+            &listing,
             &self.api.config(),
             self.api.python_has_data_stack(),
+            follow::viewer(&self.api, &roots),
         )))
     }
 
@@ -212,6 +177,11 @@ impl<A: Api> ServerHandler for McpServer<A> {
         // The last output goes before the answer.
         let _ = done.send(());
         let _ = forwarding.await;
+        if let Ok(value) = &answer
+            && id == RUN
+        {
+            self.own.remember(&self.api, value);
+        }
         Ok(match answer {
             Ok(value) => {
                 let mut result = CallToolResult::success(content_of(&value));

@@ -8,16 +8,42 @@
 //! operation's name (those have no `.`). An id whose name would pass MCP's
 //! 128 characters, and every function of the worker's own, the engine's or
 //! another reserved namespace, is not a tool.
+//!
+//! A function guest code published is a tool only for the sessions that
+//! may see it ([`Viewer`]): by default the session whose runs published it.
+//! Its description starts with [`GUEST_MARK`] and is cut to
+//! [`MAX_GUEST_DESCRIPTION_CHARS`]; every published tool's description and
+//! format strings are [`clean`]ed of what is not plainly visible.
 
 use std::sync::Arc;
 
 use code_runner_core::Config;
 use code_runner_core::wire::FunctionInfo;
-use rmcp::model::{JsonObject, Tool};
+use rmcp::model::{JsonObject, MetaObject, Tool};
 use serde_json::{Value, json};
 
+use super::clean::{GUEST_MARK, MAX_GUEST_DESCRIPTION_CHARS, clean, clean_value};
+use crate::bus::Listing;
 use crate::bus::names::{REGISTER_FUNCTION, RUN, TEARDOWN};
 use crate::bus::naming::FunctionId;
+use crate::ids::RuntimeKey;
+
+/// Who lists the tools: which guest-published functions it sees.
+#[derive(Debug, Clone, Copy)]
+pub struct Viewer<'a> {
+    /// Every guest's (the configuration key `mcp_guest_tools`).
+    pub every_guest: bool,
+    /// Else those published by the lineages rooted at these keys: the
+    /// session's own runs.
+    pub roots: &'a [RuntimeKey],
+}
+
+impl Viewer<'_> {
+    /// Whether a function `publisher` published is a tool for this viewer.
+    pub fn sees(&self, publisher: Option<RuntimeKey>) -> bool {
+        publisher.is_none_or(|root| self.every_guest || self.roots.contains(&root))
+    }
+}
 
 /// Longest tool name MCP allows.
 pub const MAX_TOOL_NAME: usize = 128;
@@ -45,41 +71,70 @@ pub fn published_name(id: &str) -> Option<String> {
     (name.len() <= MAX_TOOL_NAME).then_some(name)
 }
 
-/// The tools over `functions` (the bus's listing): the operations, then
-/// every published function that is a tool, by name.
-pub fn tools(functions: &[FunctionInfo], config: &Config, data_stack: bool) -> Vec<Tool> {
+/// The tools over `listing` that `viewer` sees: the operations, then every
+/// published function that is a tool, by name.
+pub fn tools(listing: &Listing, config: &Config, data_stack: bool, viewer: Viewer) -> Vec<Tool> {
     let mut tools = Vec::new();
     for (name, id) in OPERATIONS {
-        if let Some(info) = functions.iter().find(|f| f.function_id == id) {
-            tools.push(tool(
-                name,
-                Some(operation_text(name, config, data_stack)),
-                info,
-            ));
+        if let Some(info) = listing.functions.iter().find(|f| f.function_id == id) {
+            let mut tool = tool(name, info);
+            tool.description = Some(operation_text(name, config, data_stack).into());
+            tools.push(tool);
         }
     }
-    let mut published: Vec<(String, &FunctionInfo)> = functions
-        .iter()
-        .filter(|f| !is_internal(f))
-        .filter_map(|f| Some((published_name(&f.function_id)?, f)))
-        .collect();
-    published.sort_by(|a, b| a.0.cmp(&b.0));
-    for (name, info) in published {
-        tools.push(tool(&name, info.description.clone(), info));
+    for (name, info, publisher) in published(listing, viewer) {
+        let mut tool = tool(&name, info);
+        let text = info.description.as_deref().unwrap_or_default();
+        tool.description = Some(
+            match publisher {
+                Some(_) => format!("{GUEST_MARK}{}", clean(text, MAX_GUEST_DESCRIPTION_CHARS)),
+                None => clean(text, usize::MAX),
+            }
+            .into(),
+        );
+        tool.input_schema = Arc::new(clean_object(&tool.input_schema));
+        tool.output_schema = tool.output_schema.map(|s| Arc::new(clean_object(&s)));
+        if publisher.is_some() {
+            let mut meta = MetaObject::new();
+            meta.0
+                .insert("code-runner/guest_published".into(), Value::Bool(true));
+            tool.meta = Some(meta);
+        }
+        tools.push(tool);
     }
     tools
 }
 
-/// The names of the published tools in `functions`, sorted: what a change
-/// of the tool list compares.
-pub fn published_names(functions: &[FunctionInfo]) -> Vec<String> {
-    let mut names: Vec<String> = functions
+/// The names of the published tools `viewer` sees in `listing`, sorted:
+/// what a change of the tool list compares.
+pub fn published_names(listing: &Listing, viewer: Viewer) -> Vec<String> {
+    published(listing, viewer)
+        .into_iter()
+        .map(|(name, _, _)| name)
+        .collect()
+}
+
+/// The published functions `viewer` sees that are tools, sorted by name.
+fn published<'a>(
+    listing: &'a Listing,
+    viewer: Viewer,
+) -> Vec<(String, &'a FunctionInfo, Option<RuntimeKey>)> {
+    let mut published: Vec<_> = listing
+        .functions
         .iter()
-        .filter(|f| !is_internal(f))
-        .filter_map(|f| published_name(&f.function_id))
+        .zip(listing.publishers.iter().copied())
+        .filter(|(f, publisher)| !is_internal(f) && viewer.sees(*publisher))
+        .filter_map(|(f, publisher)| Some((published_name(&f.function_id)?, f, publisher)))
         .collect();
-    names.sort();
-    names
+    published.sort_by(|a, b| a.0.cmp(&b.0));
+    published
+}
+
+fn clean_object(schema: &JsonObject) -> JsonObject {
+    match clean_value(&Value::Object(schema.clone()), 0) {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    }
 }
 
 fn is_internal(info: &FunctionInfo) -> bool {
@@ -90,10 +145,10 @@ fn is_internal(info: &FunctionInfo) -> bool {
         .unwrap_or(false)
 }
 
-fn tool(name: &str, description: Option<String>, info: &FunctionInfo) -> Tool {
+fn tool(name: &str, info: &FunctionInfo) -> Tool {
     let mut tool = Tool::new_with_raw(
         name.to_string(),
-        description.map(Into::into),
+        None,
         Arc::new(input_schema(info.request_schema.as_ref())),
     );
     tool.output_schema = info

@@ -96,7 +96,8 @@ pub(super) async fn register_from_guest(
         description,
         request_schema,
         response_schema,
-    );
+    )
+    .published_by_guest(ctx.root);
     ops.published
         .publish(&id, ctx.owner(), ctx.lang, function, &ops.bus)
         .map_err(binding_error)?;

@@ -5,7 +5,7 @@
 //! no runtime ids, no configuration beyond what loading needs, no
 //! functions (a binding is a name; calling it is a frame to the worker).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::Read;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,6 +47,7 @@ pub fn main(load: impl FnOnce(&Init) -> LoadedEngines) -> i32 {
             return 2;
         }
     };
+    confine::ignore_file_size_signal();
     let mut report = confine::before_threads(&init);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -130,7 +131,7 @@ async fn serve(
     state.send(Frame::new(FromChild::Ready { report }));
     if probe {
         state.send(Frame::new(FromChild::Probe {
-            results: probe_confinement(),
+            results: crate::probe::probe_confinement(),
         }));
     }
     loop {
@@ -349,51 +350,6 @@ fn outcome_frame(turn: u64, outcome: &TurnOutcome, images: TurnImages) -> Frame<
         },
         blobs: vec![out_head.to_vec(), out_tail, err_head.to_vec(), err_tail],
     }
-}
-
-/// Test role: what confinement forbids, attempted; each entry says what the kernel answered.
-fn probe_confinement() -> BTreeMap<String, String> {
-    let answer = |ok: bool| match ok {
-        true => "allowed".to_string(),
-        false => format!("refused: {}", std::io::Error::last_os_error()),
-    };
-    let mut results = BTreeMap::new();
-    // SAFETY: socket takes integers; a descriptor it returns is closed at exit.
-    let socket = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
-    results.insert("socket".to_string(), answer(socket >= 0));
-    let path = c"/bin/true";
-    let argv = [path.as_ptr(), std::ptr::null()];
-    let envp = [std::ptr::null()];
-    // SAFETY: the arguments are NUL-terminated and the arrays null-terminated; on success the
-    // process image is replaced (the probe then never answers, which the test sees).
-    let exec = unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
-    results.insert("execve".to_string(), answer(exec == 0));
-    let opened = std::fs::File::open("/etc/passwd");
-    results.insert(
-        "open_host_file".to_string(),
-        match opened {
-            Ok(_) => "allowed".to_string(),
-            Err(err) => format!("refused: {err}"),
-        },
-    );
-    let written = std::fs::write("/tmp/code-runner-sandbox-probe", b"x");
-    results.insert(
-        "write_host_file".to_string(),
-        match written {
-            Ok(()) => "allowed".to_string(),
-            Err(err) => format!("refused: {err}"),
-        },
-    );
-    // SAFETY: ptrace(PTRACE_TRACEME) takes integers.
-    let traced = unsafe { libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) };
-    results.insert("ptrace".to_string(), answer(traced == 0));
-    // SAFETY: unshare changes only this process's namespaces.
-    let unshared = unsafe { libc::unshare(libc::CLONE_NEWNS) };
-    results.insert("unshare".to_string(), answer(unshared == 0));
-    // SAFETY: kill with signal 0 only checks permission.
-    let signalled = unsafe { libc::kill(1, 0) };
-    results.insert("kill_init".to_string(), answer(signalled == 0));
-    results
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -22,6 +22,7 @@
 pub mod child;
 pub mod confine;
 mod pool;
+mod probe;
 pub mod protocol;
 mod proxy;
 

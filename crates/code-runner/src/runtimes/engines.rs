@@ -87,6 +87,9 @@ impl Engines {
         warm_pool: bool,
         warm_up_bindings: impl Fn(Lang) -> Bindings,
     ) -> Result<Engines, RunnerError> {
+        // Guest writes (python's /work, iii.files) can meet the host's
+        // RLIMIT_FSIZE: they fail with EFBIG rather than kill the worker.
+        code_runner_sandbox::confine::ignore_file_size_signal();
         let loaded = match crate::runtimes::isolation::isolation(config) {
             Isolation::Process => {
                 crate::runtimes::isolation::load(config, python_dir, &runtimes_dir, !warm_pool)

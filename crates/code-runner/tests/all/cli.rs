@@ -355,3 +355,48 @@ async fn serve_edge_flags_reach_the_server() {
     .await;
     assert_eq!(status, 403, "{body}");
 }
+
+/// Issue 29, item 6: under a host `RLIMIT_FSIZE` (systemd's `LimitFSIZE=`,
+/// `ulimit -f`), a guest write past it fails in the guest with `EFBIG`
+/// instead of killing the worker (and every tenant's runtimes) with SIGXFSZ.
+/// The write fits the `/work` quota (220 MiB of 256), not the host's 200 MiB.
+#[test]
+fn a_write_past_the_hosts_file_size_limit_fails_in_the_guest_not_the_worker() {
+    use std::os::unix::process::CommandExt;
+    #[repr(C)]
+    struct Rlimit {
+        cur: u64,
+        max: u64,
+    }
+    unsafe extern "C" {
+        fn setrlimit(resource: i32, limit: *const Rlimit) -> i32;
+    }
+    const RLIMIT_FSIZE: i32 = 1;
+    let code = "code=import errno, os\n\
+        fd = os.open('/work/f', os.O_WRONLY | os.O_CREAT)\n\
+        try:\n    os.pwrite(fd, b'x', 220 << 20)\n    result = 'written'\n\
+        except OSError as err:\n    result = errno.errorcode[err.errno]";
+    let mut command = binary();
+    command.args(["call", RUN, "lang=python", code]);
+    // SAFETY: between fork and exec only setrlimit runs, which is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = Rlimit {
+                cur: 200 << 20,
+                max: 200 << 20,
+            };
+            match setrlimit(RLIMIT_FSIZE, &limit) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    let output = output_within(&mut command, CALL_LIMIT);
+    assert_eq!(
+        output.status.signal(),
+        None,
+        "the worker survives: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(stdout_json(&output)["result"], "EFBIG");
+}

@@ -43,10 +43,12 @@ async fn sandbox_processes_are_confined_as_proc_shows() {
     ] {
         assert!(report["applied"][layer].is_string(), "{layer}: {report}");
     }
-    assert!(
-        report["applied"]["landlock"].is_string() || report["not_applied"]["landlock"].is_string(),
-        "{report}"
-    );
+    for layer in ["landlock", "rlimit_nproc"] {
+        assert!(
+            report["applied"][layer].is_string() || report["not_applied"][layer].is_string(),
+            "{layer}: {report}"
+        );
+    }
 }
 
 /// From inside: guest code cannot reach the host's files, and a python
@@ -89,6 +91,7 @@ async fn a_confined_process_is_refused_socket_execve_and_host_files() {
             probe: true,
         },
     };
+    let before = nofile();
     let pool = Pool::start(options).await;
     let mut results = None;
     for _ in 0..600 {
@@ -107,6 +110,12 @@ async fn a_confined_process_is_refused_socket_execve_and_host_files() {
         "ptrace",
         "unshare",
         "kill_init",
+        "prlimit_parent_get",
+        "prlimit_parent_set",
+        "tgkill_parent",
+        "fork",
+        "fork_raw",
+        "clone3",
     ] {
         let answer = results
             .get(attempt)
@@ -117,5 +126,35 @@ async fn a_confined_process_is_refused_socket_execve_and_host_files() {
             "{attempt}: {answer} ({results:?})"
         );
     }
+    // clone3 fails as if the kernel had none, so the C library uses clone.
+    assert!(results["clone3"].contains("os error 38"), "{results:?}");
+    // What names only the process itself still works: its own limits, its
+    // own threads, a signal to itself.
+    for attempt in ["prlimit_self", "prlimit_own_pid", "tgkill_self", "thread"] {
+        assert_eq!(
+            results.get(attempt).map(String::as_str),
+            Some("allowed"),
+            "{attempt} ({results:?})"
+        );
+    }
+    // The worker (here, this test process) kept its limits.
+    assert_eq!(nofile(), before);
     assert!(!std::path::Path::new("/tmp/code-runner-sandbox-probe").exists());
+}
+
+/// This process's `RLIMIT_NOFILE`: (soft, hard).
+fn nofile() -> (u64, u64) {
+    #[repr(C)]
+    struct Rlimit {
+        cur: u64,
+        max: u64,
+    }
+    unsafe extern "C" {
+        fn getrlimit(resource: i32, limit: *mut Rlimit) -> i32;
+    }
+    const RLIMIT_NOFILE: i32 = 7;
+    let mut limit = Rlimit { cur: 0, max: 0 };
+    // SAFETY: getrlimit writes the struct we pass.
+    assert_eq!(unsafe { getrlimit(RLIMIT_NOFILE, &mut limit) }, 0);
+    (limit.cur, limit.max)
 }

@@ -1,7 +1,11 @@
 //! The `/work` budget: 256 MiB and 20 000 entries per runtime.
 //!
 //! Growth is reserved before wasmtime-wasi performs it, against an estimate
-//! that only ever over-counts (a rewrite is counted as growth). When a
+//! that only ever over-counts (a file that shrinks is not credited). A file
+//! is charged the size it reaches, not the bytes written to it: a write
+//! ending past the end charges everything up to its end, the hole before it
+//! included ([`WorkQuota::reserve_growth`]), so `f.seek(2 << 30); f.write(b'x')`
+//! is refused as 2 GiB, and no file in `/work` ever outgrows the quota. When a
 //! reservation would cross the limit the usage is recounted exactly before
 //! anything is refused: the directory tree, walked by descriptor (no path is
 //! ever too long), plus the bytes of files the guest still holds open after
@@ -66,6 +70,19 @@ impl WorkQuota {
         true
     }
 
+    /// Reserves what a change that takes a file of `size` bytes to `end`
+    /// bytes grows it by (nothing when it does not grow), as
+    /// [`WorkQuota::reserve_bytes`] does.
+    pub fn reserve_growth(&mut self, size: u64, end: u64, unlinked: impl FnOnce() -> u64) -> bool {
+        self.reserve_bytes(growth(size, end), unlinked)
+    }
+
+    /// The bytes the running estimate charges: never less than `/work`
+    /// holds (files by their size, plus open, unlinked ones).
+    pub fn charged(&self) -> u64 {
+        self.bytes
+    }
+
     /// Whether `n` more bytes fit the running estimate, so that
     /// [`WorkQuota::reserve_bytes`] would grant them without a recount.
     pub fn fits(&self, n: u64) -> bool {
@@ -109,6 +126,16 @@ impl WorkQuota {
             Err(why) => self.unknown = Some(why),
         }
     }
+}
+
+/// What taking a file of `size` bytes to `end` bytes grows it by.
+pub fn growth(size: u64, end: u64) -> u64 {
+    end.saturating_sub(size)
+}
+
+/// Where a write of `len` bytes at `offset` ends (a file's size then is at least this).
+pub fn write_end(offset: u64, len: u64) -> u64 {
+    offset.saturating_add(len)
 }
 
 /// Walks `root` by descriptor: (bytes of regular files, entries).
@@ -191,6 +218,112 @@ mod tests {
         assert!(quota.reserve_file());
         std::fs::write(dir.path().join("f"), b"").unwrap();
         assert!(!quota.reserve_file());
+    }
+
+    /// One change to a file of `/work`, as the guest can make it.
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// A write of `len` bytes at `offset` (a seek, then a write).
+        Write { file: usize, offset: u64, len: u64 },
+        /// An appending write.
+        Append { file: usize, len: u64 },
+        /// `truncate`/`set_size`.
+        Resize { file: usize, size: u64 },
+        /// `unlink`.
+        Remove { file: usize },
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        // Offsets up to 4 GiB (sparse files cost nothing on disk), writes up to 4 KiB.
+        prop_oneof![
+            (0..3usize, 0..(4u64 << 30), 0..4096u64).prop_map(|(file, offset, len)| Op::Write {
+                file,
+                offset,
+                len
+            }),
+            (0..3usize, 0..(8u64 << 10), 0..4096u64).prop_map(|(file, offset, len)| Op::Write {
+                file,
+                offset,
+                len
+            }),
+            (0..3usize, 0..4096u64).prop_map(|(file, len)| Op::Append { file, len }),
+            (0..3usize, 0..(4u64 << 30)).prop_map(|(file, size)| Op::Resize { file, size }),
+            (0..3usize, 0..(16u64 << 10)).prop_map(|(file, size)| Op::Resize { file, size }),
+            (0..3usize).prop_map(|file| Op::Remove { file }),
+        ]
+    }
+
+    /// The bytes `/work` holds: every regular file by its size.
+    fn held(dir: &Path) -> u64 {
+        walk(dir).unwrap().0
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Issue 29, item 6: against any sequence of seeks, writes,
+        /// appends, truncations and removals, the charged total never falls
+        /// below what the files' sizes add up to, the files never add up to
+        /// more than the quota, and a refusal is only ever of a change that
+        /// really would not fit (a seek of 2 GiB then one byte is refused).
+        #[test]
+        fn the_quota_bounds_the_size_files_reach(ops in proptest::collection::vec(op(), 1..40)) {
+            use std::io::{Seek, SeekFrom, Write};
+            const MAX: u64 = 64 * 1024;
+            let dir = tempfile::tempdir().unwrap();
+            let mut quota = WorkQuota::new(dir.path(), MAX, 100);
+            let path = |file: usize| dir.path().join(format!("f{file}"));
+            for op in ops {
+                let file = match &op {
+                    Op::Write { file, .. } | Op::Append { file, .. } | Op::Resize { file, .. } | Op::Remove { file } => *file,
+                };
+                let size = std::fs::metadata(path(file)).map_or(0, |m| m.len());
+                let end = match op {
+                    Op::Write { offset, len, .. } => write_end(offset, len),
+                    Op::Append { len, .. } => write_end(size, len),
+                    Op::Resize { size, .. } => size,
+                    Op::Remove { .. } => 0,
+                };
+                let before = held(dir.path());
+                if !quota.reserve_growth(size, end, || 0) {
+                    // Refused only when the exact count could not take the growth.
+                    proptest::prop_assert!(before + growth(size, end) > MAX, "{op:?}");
+                    continue;
+                }
+                let open = || std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(path(file)).unwrap();
+                match op {
+                    Op::Write { offset, len, .. } => {
+                        let mut f = open();
+                        f.seek(SeekFrom::Start(offset)).unwrap();
+                        f.write_all(&vec![b'x'; len as usize]).unwrap();
+                    }
+                    Op::Append { len, .. } => {
+                        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path(file)).unwrap();
+                        f.write_all(&vec![b'y'; len as usize]).unwrap();
+                    }
+                    Op::Resize { size, .. } => open().set_len(size).unwrap(),
+                    Op::Remove { .. } => { let _ = std::fs::remove_file(path(file)); }
+                }
+                let now = held(dir.path());
+                proptest::prop_assert!(now <= quota.charged(), "{op:?}: {now} held, {} charged", quota.charged());
+                proptest::prop_assert!(now <= MAX, "{op:?}: {now} held");
+                proptest::prop_assert!(quota.charged() <= MAX, "{op:?}");
+            }
+        }
+    }
+
+    /// A seek far past the end then one byte is charged as the size it
+    /// would make the file, so it is refused; the same byte at the end is not.
+    #[test]
+    fn a_write_past_the_end_is_charged_its_hole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut quota = WorkQuota::new(dir.path(), 1 << 20, 10);
+        assert!(!quota.reserve_growth(0, write_end(2 << 30, 1), || 0));
+        assert!(quota.hit);
+        assert!(quota.reserve_growth(0, write_end(0, 1), || 0));
+        assert!(quota.reserve_growth(1, 1, || 0), "a rewrite grows nothing");
+        assert_eq!(quota.charged(), 1);
     }
 
     /// A tree nested past the walk's depth (here also past PATH_MAX) is not

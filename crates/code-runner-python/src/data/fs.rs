@@ -1,6 +1,7 @@
 //! The data flavour's WASI preview-1 layer, hardened as the preview-2 one
 //! (`crate::fs`) is: the calls that can grow `/work` reserve room in the
-//! `WorkQuota` first and answer `EDQUOT` past it, counting files the guest
+//! `WorkQuota` first (the growth of the file's size, holes included, reckoned
+//! from its size, position and append flag) and answer `EDQUOT` past it, counting files the guest
 //! holds open after unlinking them; the guest may hold [`MAX_DESCRIPTORS`]
 //! descriptors (past it `EMFILE`); every refusal of the sandbox is the turn's
 //! `denied` fact; sleeps wake at the turn's deadline, abort or close.
@@ -20,6 +21,7 @@ use wasmtime::{Caller, Linker, TypedFunc};
 
 use super::trampoline::MODULE;
 use super::wasi::{FsHost, errno, memory, originals};
+use crate::work_quota::{growth, write_end};
 
 /// Descriptors one instance may open at once (files and directories, the
 /// preopens aside); past it `path_open` answers `EMFILE`. Dropping the
@@ -103,6 +105,58 @@ fn reserve_bytes<T: FsHost>(caller: &mut Caller<'_, T>, n: u64) -> wasmtime::Res
     Ok(caller.data_mut().fs().quota.reserve_bytes(n, || unlinked))
 }
 
+/// Reserves what a write of `want` bytes to `fd` grows its file by: at
+/// `offset` (a positioned write), else at the descriptor's position, or at
+/// the end when it appends. The size a file reaches is charged, its holes
+/// included, never just the bytes written. A descriptor that cannot be
+/// located (not a file) is charged `want`.
+fn reserve_write<T: FsHost>(
+    caller: &mut Caller<'_, T>,
+    fd: i32,
+    offset: Option<u64>,
+    want: u64,
+) -> wasmtime::Result<bool> {
+    const APPEND: u16 = 1;
+    let (locate, page) = {
+        let o = originals(caller)?;
+        (o.locate.clone(), o.stat_memory)
+    };
+    let mut buf = [0u8; 136];
+    if locate.call(&mut *caller, fd)? != 0 || page.read(&*caller, 0, &mut buf).is_err() {
+        return reserve_bytes(caller, want);
+    }
+    let word = |at: usize| {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&buf[at..at + 8]);
+        u64::from_le_bytes(bytes)
+    };
+    let (size, position) = (word(32), word(64));
+    let append = u16::from_le_bytes([buf[130], buf[131]]) & APPEND != 0;
+    let at = offset.unwrap_or(if append { size } else { position });
+    let mut end = write_end(at, want);
+    if append {
+        end = end.max(write_end(size, want));
+    }
+    reserve_bytes(caller, growth(size, end))
+}
+
+/// Reserves what resizing `fd`'s file to `size` bytes grows it by.
+fn reserve_resize<T: FsHost>(
+    caller: &mut Caller<'_, T>,
+    fd: i32,
+    size: u64,
+) -> wasmtime::Result<bool> {
+    let (stat, page) = {
+        let o = originals(caller)?;
+        (o.stat.clone(), o.stat_memory)
+    };
+    let mut buf = [0u8; 8];
+    if stat.call(&mut *caller, fd)? != 0 || page.read(&*caller, 32, &mut buf).is_err() {
+        return reserve_bytes(caller, size);
+    }
+    reserve_bytes(caller, growth(u64::from_le_bytes(buf), size))
+}
+
 fn reserve_file<T: FsHost>(caller: &mut Caller<'_, T>) -> bool {
     caller.data_mut().fs().quota.reserve_file()
 }
@@ -134,7 +188,7 @@ pub fn add_shadows<T: FsHost>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
             let stdio = (0..=2).contains(&fd) && !c.data().fs_ref().held.contains(&fd);
             let granted = stdio || {
                 let want = requested_bytes(&mut c, iovs, n);
-                reserve_bytes(&mut c, want)?
+                reserve_write(&mut c, fd, None, want)?
             };
             delegate_if(granted, &mut c, func, (fd, iovs, n, out))
         },
@@ -145,7 +199,7 @@ pub fn add_shadows<T: FsHost>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
         |mut c: Caller<'_, T>, fd: i32, iovs: i32, n: i32, off: i64, out: i32| {
             let func = originals(&c)?.fd_pwrite.clone();
             let want = requested_bytes(&mut c, iovs, n);
-            let granted = reserve_bytes(&mut c, want)?;
+            let granted = reserve_write(&mut c, fd, Some(off.max(0) as u64), want)?;
             delegate_if(granted, &mut c, func, (fd, iovs, n, off, out))
         },
     )?;
@@ -154,7 +208,7 @@ pub fn add_shadows<T: FsHost>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
         "fd_filestat_set_size",
         |mut c: Caller<'_, T>, fd: i32, size: i64| {
             let func = originals(&c)?.fd_filestat_set_size.clone();
-            let granted = reserve_bytes(&mut c, size.max(0) as u64)?;
+            let granted = reserve_resize(&mut c, fd, size.max(0) as u64)?;
             delegate_if(granted, &mut c, func, (fd, size))
         },
     )?;

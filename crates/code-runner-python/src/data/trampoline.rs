@@ -57,11 +57,22 @@ fn trampoline_wat() -> String {
     wat
 }
 
-/// The stat trampoline: `fd_filestat_get` into a page of its own.
+/// The stat trampoline: `fd_filestat_get` into a page of its own (`stat`),
+/// and `where`: that, then `fd_tell` at byte 64 and `fd_fdstat_get` at byte
+/// 128, the first failure's errno or 0 (what a write's growth is reckoned
+/// from: the size, the position, the append flag).
 const STAT_WAT: &str = r#"(module
   (import "wasi_snapshot_preview1" "fd_filestat_get" (func $st (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_tell" (func $tell (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_fdstat_get" (func $fdstat (param i32 i32) (result i32)))
   (memory (export "memory") 1)
-  (func (export "stat") (param i32) (result i32) (call $st (local.get 0) (i32.const 0))))"#;
+  (func (export "stat") (param i32) (result i32) (call $st (local.get 0) (i32.const 0)))
+  (func (export "where") (param i32) (result i32) (local i32)
+    (local.set 1 (call $st (local.get 0) (i32.const 0)))
+    (if (local.get 1) (then (return (local.get 1))))
+    (local.set 1 (call $tell (local.get 0) (i32.const 64)))
+    (if (local.get 1) (then (return (local.get 1))))
+    (call $fdstat (local.get 0) (i32.const 128))))"#;
 
 /// The two trampoline modules, compiled once per engine.
 pub struct Trampolines {
@@ -102,6 +113,8 @@ pub struct Originals {
     pub(super) path_rename: TypedFunc<(i32, i32, i32, i32, i32, i32), i32>,
     pub(super) poll_oneoff: F4,
     pub(super) stat: TypedFunc<i32, i32>,
+    /// `where` of the stat trampoline: size, position and flags of a descriptor.
+    pub(super) locate: TypedFunc<i32, i32>,
     pub(super) stat_memory: Memory,
 }
 
@@ -119,8 +132,11 @@ impl Originals {
             imports.push(base.get(&mut *store, MODULE, name)?);
         }
         let forward = wasmtime::Instance::new(&mut *store, &trampolines.forward, &imports)?;
-        let stat_import = base.get(&mut *store, MODULE, "fd_filestat_get")?;
-        let stat = wasmtime::Instance::new(&mut *store, &trampolines.stat, &[stat_import])?;
+        let stat_imports = ["fd_filestat_get", "fd_tell", "fd_fdstat_get"]
+            .into_iter()
+            .map(|name| base.get(&mut *store, MODULE, name))
+            .collect::<Result<Vec<_>, _>>()?;
+        let stat = wasmtime::Instance::new(&mut *store, &trampolines.stat, &stat_imports)?;
         let s = &mut *store;
         Ok(Originals {
             fd_write: forward.get_typed_func(&mut *s, "fd_write")?,
@@ -137,6 +153,7 @@ impl Originals {
             path_rename: forward.get_typed_func(&mut *s, "path_rename")?,
             poll_oneoff: forward.get_typed_func(&mut *s, "poll_oneoff")?,
             stat: stat.get_typed_func(&mut *s, "stat")?,
+            locate: stat.get_typed_func(&mut *s, "where")?,
             stat_memory: stat
                 .get_memory(&mut *s, "memory")
                 .ok_or_else(|| wasmtime::Error::msg("the stat trampoline has no memory"))?,

@@ -6,7 +6,9 @@
 //! component linker allows shadowing), so the guest cannot reach the
 //! unguarded calls. Writes through streams (`write-via-stream`,
 //! `append-via-stream`) are guarded by wrapping the stream wasmtime-wasi
-//! returns; the quota refusal surfaces as `EDQUOT`.
+//! returns; the quota refusal surfaces as `EDQUOT`. Every write and resize
+//! is charged the growth of the file's size (a write past the end charges
+//! the hole before it too), never just the bytes it carries.
 //!
 //! One `write`/`read` of a regular file moves the whole buffer, as on Linux,
 //! up to [`MAX_FILE_CALL`]: wasmtime-wasi's own file streams and positioned
@@ -105,6 +107,23 @@ impl Guard {
     pub fn reserve_bytes(&mut self, n: u64) -> bool {
         let files = &self.files;
         self.quota.reserve_bytes(n, || unlinked_bytes(files))
+    }
+
+    /// Reserves what a change taking `file` to `end(size)` bytes grows it
+    /// by, its current size read now: the size a file reaches is charged,
+    /// not the bytes written. A directory (`None`) grows nothing
+    /// (wasmtime-wasi refuses the call itself); a file whose size cannot be
+    /// read is charged as if empty.
+    pub fn reserve_growth(
+        &mut self,
+        file: Option<&std::fs::File>,
+        end: impl FnOnce(u64) -> u64,
+    ) -> bool {
+        let Some(file) = file else { return true };
+        let size = file.metadata().map_or(0, |meta| meta.len());
+        let files = &self.files;
+        self.quota
+            .reserve_growth(size, end(size), || unlinked_bytes(files))
     }
 
     /// How many descriptors the guest holds.

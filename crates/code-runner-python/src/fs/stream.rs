@@ -20,6 +20,7 @@ use wasmtime_wasi::p2::{
 };
 
 use super::{GuardedFs, MAX_FILE_CALL, SharedGuard, lock, read_whole};
+use crate::work_quota::write_end;
 
 /// A refused reservation, carried through a stream error to `filesystem-error-code`.
 #[derive(Debug)]
@@ -34,16 +35,22 @@ impl std::fmt::Display for QuotaRefused {
 impl std::error::Error for QuotaRefused {}
 
 impl GuardedFs<'_> {
-    /// Wraps a file stream wasmtime-wasi handed out so its writes reserve room first.
+    /// Wraps a file stream wasmtime-wasi handed out so its writes reserve
+    /// room first: the growth of `file` when each write lands at `position`
+    /// (`None`: appended at its end).
     pub(super) fn guard_stream(
         &mut self,
         stream: Resource<DynOutputStream>,
+        file: Option<Arc<std::fs::File>>,
+        position: Option<u64>,
     ) -> FsResult<Resource<DynOutputStream>> {
         let slot = self.inner.table.get_mut(&stream)?;
         let inner = std::mem::replace(slot, Box::new(Closed));
         *slot = Box::new(QuotaStream {
             inner,
             guard: self.guard.clone(),
+            file,
+            position,
         });
         Ok(stream)
     }
@@ -65,16 +72,35 @@ impl GuardedFs<'_> {
     }
 }
 
-/// A file's output stream whose writes reserve room in the quota first.
+/// A file's output stream whose writes reserve room in the quota first:
+/// the growth of the file's size each write causes, holes included.
 struct QuotaStream {
     inner: DynOutputStream,
     guard: SharedGuard,
+    /// The file written (`None`: not a regular file, charged by bytes).
+    file: Option<Arc<std::fs::File>>,
+    /// Where the next write lands (as wasmtime-wasi's stream tracks it);
+    /// `None` for an appending stream, which writes at the end.
+    position: Option<u64>,
 }
 
 impl QuotaStream {
+    /// Reserves what a write of `n` bytes grows the file by, then moves
+    /// the position past it.
     fn reserve(&mut self, n: usize) -> StreamResult<()> {
+        let n = n as u64;
+        let position = self.position;
         let mut guard = lock(&self.guard);
-        if guard.reserve_bytes(n as u64) {
+        let granted = match &self.file {
+            Some(file) => {
+                guard.reserve_growth(Some(file), |size| write_end(position.unwrap_or(size), n))
+            }
+            None => guard.reserve_bytes(n),
+        };
+        if granted {
+            if let Some(position) = &mut self.position {
+                *position = write_end(*position, n);
+            }
             return Ok(());
         }
         guard.denied = true;

@@ -15,6 +15,7 @@ use wasmtime_wasi::p2::{FsError, FsResult};
 
 use super::stream::QuotaRefused;
 use super::{DESCRIPTOR, GuardedFs, LISTING, lock, read_whole};
+use crate::work_quota::write_end;
 
 impl GuardedFs<'_> {
     /// The host file behind `fd`; `None` for a directory (wasmtime-wasi's
@@ -69,18 +70,20 @@ impl fs::HostDescriptor for GuardedFs<'_> {
         fd: Resource<Descriptor>,
         offset: Filesize,
     ) -> FsResult<Resource<streams::OutputStream>> {
+        let file = self.file_of(&fd)?;
         let result = self.inner.write_via_stream(fd, offset);
         let stream = self.seen(result)?;
-        self.guard_stream(stream)
+        self.guard_stream(stream, file, Some(offset))
     }
 
     fn append_via_stream(
         &mut self,
         fd: Resource<Descriptor>,
     ) -> FsResult<Resource<streams::OutputStream>> {
+        let file = self.file_of(&fd)?;
         let result = self.inner.append_via_stream(fd);
         let stream = self.seen(result)?;
-        self.guard_stream(stream)
+        self.guard_stream(stream, file, None)
     }
 
     fn advise(
@@ -110,7 +113,11 @@ impl fs::HostDescriptor for GuardedFs<'_> {
     }
 
     fn set_size(&mut self, fd: Resource<Descriptor>, size: Filesize) -> FsResult<()> {
-        self.reserved(|g| g.reserve_bytes(size), |inner| inner.set_size(fd, size))
+        let file = self.file_of(&fd)?;
+        self.reserved(
+            |g| g.reserve_growth(file.as_deref(), |_| size),
+            |inner| inner.set_size(fd, size),
+        )
     }
 
     fn set_times(
@@ -150,8 +157,9 @@ impl fs::HostDescriptor for GuardedFs<'_> {
         offset: Filesize,
     ) -> FsResult<Filesize> {
         let want = buf.len() as u64;
+        let file = self.file_of(&fd)?;
         self.reserved(
-            |g| g.reserve_bytes(want),
+            |g| g.reserve_growth(file.as_deref(), |_| write_end(offset, want)),
             |inner| inner.write(fd, buf, offset),
         )
     }

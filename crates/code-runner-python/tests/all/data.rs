@@ -378,6 +378,16 @@ async fn work_is_quota_bound() {
     rt.close().await;
 }
 
+/// The data flavour charges the size a file reaches, holes included, as
+/// the lean one does (issue 29, item 6).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_write_far_past_the_end_is_charged_the_size_it_reaches() {
+    let (rt, dir) = data_runtime(128).await;
+    let out = rt.run(turn(crate::files::WRITES_PAST_THE_END)).await;
+    crate::files::assert_writes_past_the_end_refused(&out, dir.path());
+    rt.close().await;
+}
+
 /// An instance may hold 512 descriptors it opened; the next open is `EMFILE`.
 #[tokio::test(flavor = "multi_thread")]
 async fn descriptors_are_budgeted() {

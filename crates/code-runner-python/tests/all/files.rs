@@ -180,3 +180,61 @@ async fn a_whole_write_past_the_quota_still_fails() {
     );
     rt.close().await;
 }
+
+/// Issue 29, item 6: writes far past a file's end, in every way python
+/// makes them: a buffered `seek` then `write`, `os.pwrite`, `os.ftruncate`,
+/// `os.lseek` then `os.write`; then a small hole that fits.
+pub const WRITES_PAST_THE_END: &str = "import errno, os\n\
+def refused(call):\n    try:\n        call()\n        return 'written'\n\
+\x20   except OSError as err:\n        return errno.errorcode[err.errno]\n\
+def far():\n    with open('/work/sparse', 'wb') as f:\n        f.seek(2 << 30)\n        f.write(b'x')\n\
+buffered = refused(far)\n\
+fd = os.open('/work/sparse2', os.O_WRONLY | os.O_CREAT)\n\
+positioned = refused(lambda: os.pwrite(fd, b'x', 2 << 30))\n\
+truncated = refused(lambda: os.ftruncate(fd, 2 << 30))\n\
+os.lseek(fd, 1 << 30, os.SEEK_SET)\n\
+streamed = refused(lambda: os.write(fd, b'x'))\n\
+os.close(fd)\n\
+def near():\n    with open('/work/near', 'wb') as f:\n        f.seek(1 << 20)\n        f.write(b'x')\n\
+fits = refused(near)\n\
+sizes = [os.path.getsize(p) for p in ['/work/sparse', '/work/sparse2', '/work/near']]\n\
+result = [buffered, positioned, truncated, streamed, fits, sizes]";
+
+/// What [`WRITES_PAST_THE_END`] must answer: each far write refused by the
+/// quota (`EDQUOT`, or `EIO` where wasi-libc reports a refused stream
+/// write), the files as small as before, the small hole written; on the
+/// host too, and the refusals seen as denials.
+pub fn assert_writes_past_the_end_refused(
+    out: &code_runner_core::TurnOutcome,
+    dir: &std::path::Path,
+) {
+    let answer = value(out);
+    for (i, what) in ["buffered", "positioned", "truncated", "streamed"]
+        .iter()
+        .enumerate()
+    {
+        let code = answer[i].as_str().unwrap_or("");
+        assert!(
+            code == "EDQUOT" || code == "EIO",
+            "{what}: {answer} ({})",
+            out.stderr.render()
+        );
+    }
+    assert_eq!(answer[4], "written", "{answer}");
+    assert_eq!(answer[5], json!([0, 0, (1 << 20) + 1]), "{answer}");
+    for name in ["sparse", "sparse2"] {
+        let len = std::fs::metadata(dir.join(name)).map_or(0, |m| m.len());
+        assert_eq!(len, 0, "{name} on the host");
+    }
+    assert!(out.denied, "the quota refusals are sandbox denials");
+}
+
+/// The lean flavour charges the size a file reaches, holes included: a
+/// 2 GiB seek then one byte is refused, not charged as one byte.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_write_far_past_the_end_is_charged_the_size_it_reaches() {
+    let (rt, dir) = runtime().await;
+    let out = rt.run(turn(WRITES_PAST_THE_END)).await;
+    assert_writes_past_the_end_refused(&out, dir.path());
+    rt.close().await;
+}

@@ -23,6 +23,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::Refusal;
+use super::server::Conn;
 
 /// Largest request body accepted: 1 MiB of source survives JSON escaping with room to spare.
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
@@ -157,44 +158,98 @@ impl Default for BodyGate {
     }
 }
 
-/// A request body that is JSON (an empty body is `{}`), read and
-/// parsed within the server's limits. Every rejection is a JSON refusal:
+/// A body read through the gate: its bytes, holding their share of the
+/// budget until dropped (keep it while anything parses them).
+pub(crate) struct GatedBytes {
+    pub(crate) bytes: Vec<u8>,
+    _held: BodyPermit,
+}
+
+/// Reads a request's body through the server's gate (from the request's
+/// extensions: [`BodyGate`], and the connection's [`Conn`], marked waiting on
+/// the client while the bytes arrive): a declared length over
+/// [`MAX_BODY_BYTES`] or more than the budget has free is refused before a
+/// byte is read; the rest must arrive within the deadline, each byte held
+/// against the budget as it does. Every refusal is a [`Refusal`]:
 /// `invalid_request` (400, 408 past the deadline) or `capacity` (429).
+pub(crate) async fn read_gated(
+    parts: &axum::http::request::Parts,
+    body: axum::body::Body,
+) -> Result<GatedBytes, Refusal> {
+    let gate = parts
+        .extensions
+        .get::<BodyGate>()
+        .cloned()
+        .unwrap_or_default();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
+    if let Some(len) = declared.filter(|len| *len > MAX_BODY_BYTES) {
+        return Err(Refusal::invalid(format!(
+            "the request body is {len} bytes, over the {} MiB limit",
+            MAX_BODY_BYTES / (1024 * 1024)
+        )));
+    }
+    gate.check_fits(declared)?;
+    let _waiting = parts.extensions.get::<Conn>().map(Conn::waiting);
+    let (bytes, held) = tokio::time::timeout(gate.timeout, read_body(&gate, body))
+        .await
+        .map_err(|_| {
+            Refusal::new(
+                StatusCode::REQUEST_TIMEOUT,
+                ErrorCode::InvalidRequest.as_str(),
+                format!(
+                    "the request body did not arrive within {} s",
+                    gate.timeout.as_secs_f64()
+                ),
+            )
+        })??;
+    Ok(GatedBytes { bytes, _held: held })
+}
+
+/// Checks, in one pass over `bytes` and without building anything, that
+/// they nest at most `max_depth` deep and hold at most `max_values` JSON
+/// values (every scalar, array and object counts: a number as much as an
+/// object). `what` names the text in the message, e.g. "the body".
+///
+/// # Errors
+/// A message naming the limit that was passed.
+pub(crate) fn check_shape(
+    bytes: &[u8],
+    max_depth: usize,
+    max_values: usize,
+    what: &str,
+) -> Result<(), String> {
+    let shape = code_runner_core::json::measure(bytes);
+    if shape.depth > max_depth {
+        return Err(format!(
+            "{what} nests arrays and objects {} deep, past the limit of {max_depth}",
+            shape.depth
+        ));
+    }
+    if shape.values > max_values {
+        return Err(format!(
+            "{what} holds more than {max_values} values (about {})",
+            shape.values
+        ));
+    }
+    Ok(())
+}
+
+/// A request body that is JSON (an empty body is `{}`), read through the
+/// gate ([`read_gated`]) and parsed within the server's limits. Every
+/// rejection is a JSON refusal: `invalid_request` (400, 408 past the
+/// deadline) or `capacity` (429).
 pub struct JsonBody(pub Value);
 
 impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = Refusal;
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
-        let gate = req
-            .extensions()
-            .get::<BodyGate>()
-            .cloned()
-            .unwrap_or_default();
-        let declared = req
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
-        if let Some(len) = declared.filter(|len| *len > MAX_BODY_BYTES) {
-            return Err(Refusal::invalid(format!(
-                "the request body is {len} bytes, over the {} MiB limit",
-                MAX_BODY_BYTES / (1024 * 1024)
-            )));
-        }
-        gate.check_fits(declared)?;
-        let (bytes, _held) = tokio::time::timeout(gate.timeout, read_body(&gate, req.into_body()))
-            .await
-            .map_err(|_| {
-                Refusal::new(
-                    StatusCode::REQUEST_TIMEOUT,
-                    ErrorCode::InvalidRequest.as_str(),
-                    format!(
-                        "the request body did not arrive within {} s",
-                        gate.timeout.as_secs_f64()
-                    ),
-                )
-            })??;
-        parse_payload(&bytes)
+        let (parts, body) = req.into_parts();
+        let gated = read_gated(&parts, body).await?;
+        parse_payload(&gated.bytes)
             .map(JsonBody)
             .map_err(Refusal::invalid)
     }
@@ -288,5 +343,99 @@ mod tests {
                 .unwrap_err()
                 .contains("201 deep")
         );
+    }
+
+    mod gate_against_serde {
+        use proptest::prelude::*;
+        use serde_json::Value;
+
+        use super::super::*;
+
+        /// Any JSON: strings full of what the count must skip (brackets,
+        /// commas, quotes, backslashes, non-ASCII), numbers of every kind,
+        /// empty and nested containers.
+        fn json() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                any::<f64>()
+                    .prop_filter("finite", |f| f.is_finite())
+                    .prop_map(Value::from),
+                r#"[a-z\[\]{},:"\\ é\u{1F600}\n]{0,6}"#.prop_map(Value::from),
+            ];
+            leaf.prop_recursive(10, 96, 5, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                    prop::collection::vec((r#"[a-z"\[{,]{0,4}"#, inner), 0..5)
+                        .prop_map(|pairs| Value::Object(pairs.into_iter().collect())),
+                ]
+            })
+        }
+
+        /// Values in `value` (scalars, arrays, objects), empty containers
+        /// among them, and its depth, as serde built it.
+        fn counted(value: &Value) -> (usize, usize, usize) {
+            let children: Vec<&Value> = match value {
+                Value::Array(items) => items.iter().collect(),
+                Value::Object(members) => members.values().collect(),
+                _ => return (1, 0, 0),
+            };
+            let (mut values, mut empties, mut depth) = (1, usize::from(children.is_empty()), 0);
+            for child in children {
+                let (v, e, d) = counted(child);
+                values += v;
+                empties += e;
+                depth = depth.max(d);
+            }
+            (values, empties, depth + 1)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            /// The gate's count is serde's tree: its values (an empty
+            /// container counted as if it held one, the bound's only slack)
+            /// and its depth, compact or pretty; within the limits the
+            /// gate's parse is serde's parse, past either it refuses.
+            #[test]
+            fn the_gate_counts_what_serde_builds(
+                value in json(),
+                max_depth in 0usize..12,
+                max_values in 1usize..200,
+                pretty in any::<bool>(),
+            ) {
+                let text = if pretty {
+                    serde_json::to_vec_pretty(&value).unwrap()
+                } else {
+                    serde_json::to_vec(&value).unwrap()
+                };
+                let (values, empties, depth) = counted(&value);
+                let shape = code_runner_core::json::measure(&text);
+                prop_assert_eq!(shape.values, values + empties);
+                prop_assert_eq!(shape.depth, depth);
+                let within = depth <= max_depth && values + empties <= max_values;
+                prop_assert_eq!(check_shape(&text, max_depth, max_values, "it").is_ok(), within);
+                prop_assert_eq!(parse_payload(&text).unwrap(), value);
+            }
+
+            /// On broken text the gate never accepts what serde refuses, and
+            /// never panics.
+            #[test]
+            fn the_gate_accepts_no_text_serde_refuses(
+                value in json(),
+                cut in any::<prop::sample::Index>(),
+                noise in prop::collection::vec(any::<u8>(), 0..4),
+            ) {
+                let mut text = serde_json::to_vec(&value).unwrap();
+                let at = cut.index(text.len() + 1);
+                text.splice(at..at, noise);
+                let serde = serde_json::from_slice::<Value>(&text);
+                match parse_payload(&text) {
+                    Ok(parsed) => prop_assert_eq!(parsed, serde.unwrap()),
+                    Err(_) => prop_assert!(serde.is_err()),
+                }
+            }
+        }
     }
 }

@@ -29,6 +29,9 @@ pub use body::{
 };
 pub use server::{DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, HttpOptions};
 
+pub(crate) use body::{check_shape, read_gated};
+pub(crate) use server::{ClientAddr, LongLived};
+
 use crate::bus::{CallError, FUNCTION_NOT_FOUND};
 
 /// The HTTP face of an error: a status and `{"error": {code, message}}`.

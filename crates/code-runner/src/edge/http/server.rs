@@ -9,12 +9,17 @@
 //!   keep-alive connections;
 //! - at most [`HttpOptions::max_connections`] are open. At the cap, a new
 //!   connection closes the longest-open *idle* one (no request in progress,
-//!   including a connection still dribbling its headers), so a flood of idle
-//!   sockets cannot lock callers out; when every connection is busy, the new
-//!   one is closed at once.
+//!   including a connection still dribbling its headers); failing that, the
+//!   longest-open one the *client* is holding up: a request whose body is
+//!   still arriving, or a long-lived event stream that only waits (a
+//!   standalone `GET /mcp`). So neither idle sockets, stalled uploads nor
+//!   parked streams can lock callers out (`/healthz` always gets in); only
+//!   when every connection is busy with work of ours is the new one closed
+//!   at once.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -130,7 +135,8 @@ pub(crate) async fn serve_router(
         let _ = stream.set_nodelay(true);
         let service = Tracked {
             router: router.clone(),
-            active: ticket.active.clone(),
+            conn: ticket.conn.clone(),
+            client: stream.peer_addr().ok().map(|addr| ClientAddr(addr.ip())),
         };
         let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
@@ -158,9 +164,68 @@ struct Connections {
 
 /// One open connection's entry.
 struct Slot {
-    active: Arc<AtomicUsize>,
+    conn: Conn,
     evicted: Arc<Notify>,
 }
+
+/// The client's address, in every request's extensions: per-client bounds
+/// (MCP sessions) key on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct ClientAddr(pub(crate) IpAddr);
+
+/// What one connection is doing, in every request's extensions: its
+/// requests in progress, and how many of those only wait on the client (a
+/// body still arriving, a long-lived stream that only idles).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Conn(Arc<ConnCounts>);
+
+#[derive(Debug, Default)]
+struct ConnCounts {
+    active: AtomicUsize,
+    waiting: AtomicUsize,
+}
+
+/// How far a connection is from being closable, least first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Hold {
+    Idle,
+    ClientHeld,
+    Busy,
+}
+
+impl Conn {
+    fn hold(&self) -> Hold {
+        let active = self.0.active.load(Ordering::SeqCst);
+        let waiting = self.0.waiting.load(Ordering::SeqCst);
+        match active {
+            0 => Hold::Idle,
+            _ if waiting >= active => Hold::ClientHeld,
+            _ => Hold::Busy,
+        }
+    }
+
+    /// Marks a request of this connection as waiting on the client until the
+    /// guard drops.
+    pub(crate) fn waiting(&self) -> Waiting {
+        self.0.waiting.fetch_add(1, Ordering::SeqCst);
+        Waiting(self.0.clone())
+    }
+}
+
+/// A request waiting on its client (see [`Conn::waiting`]).
+pub(crate) struct Waiting(Arc<ConnCounts>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Put in a response's extensions: its body is a long-lived stream that
+/// waits on events, not work in progress, so the connection may be closed
+/// to admit another at the cap.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LongLived;
 
 impl Connections {
     fn new(max: usize) -> Self {
@@ -170,29 +235,37 @@ impl Connections {
         }
     }
 
-    /// Admits a new connection, closing the oldest idle one at the cap;
-    /// `None` when the cap is reached and every connection is busy.
+    /// Admits a new connection, closing at the cap the oldest idle one, or
+    /// else the oldest the client holds up; `None` when the cap is reached
+    /// and every connection is busy.
     fn admit(self: &Arc<Self>) -> Option<Ticket> {
         let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
         let (next, open) = &mut *table;
         if open.len() >= self.max {
-            let idle = open
-                .iter()
-                .find(|(_, slot)| slot.active.load(Ordering::SeqCst) == 0)
-                .map(|(id, _)| *id)?;
-            if let Some(slot) = open.remove(&idle) {
+            let mut closable = None;
+            for (id, slot) in open.iter() {
+                match slot.conn.hold() {
+                    Hold::Idle => {
+                        closable = Some(*id);
+                        break;
+                    }
+                    Hold::ClientHeld if closable.is_none() => closable = Some(*id),
+                    _ => {}
+                }
+            }
+            if let Some(slot) = open.remove(&closable?) {
                 slot.evicted.notify_one();
             }
         }
         let id = *next;
         *next += 1;
         let slot = Slot {
-            active: Arc::new(AtomicUsize::new(0)),
+            conn: Conn::default(),
             evicted: Arc::new(Notify::new()),
         };
         let ticket = Ticket {
             id,
-            active: slot.active.clone(),
+            conn: slot.conn.clone(),
             evicted: slot.evicted.clone(),
             connections: self.clone(),
         };
@@ -204,7 +277,7 @@ impl Connections {
     fn evict_idle(&self) {
         let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
         table.1.retain(|_, slot| {
-            let busy = slot.active.load(Ordering::SeqCst) > 0;
+            let busy = slot.conn.hold() != Hold::Idle;
             if !busy {
                 slot.evicted.notify_one();
             }
@@ -216,7 +289,7 @@ impl Connections {
 /// A connection's place in [`Connections`]; dropping it frees the place.
 struct Ticket {
     id: u64,
-    active: Arc<AtomicUsize>,
+    conn: Conn,
     evicted: Arc<Notify>,
     connections: Arc<Connections>,
 }
@@ -233,11 +306,13 @@ impl Drop for Ticket {
 }
 
 /// The router, counting the connection's requests in progress: from the
-/// headers' arrival to the response body's last byte.
+/// headers' arrival to the response body's last byte. Each request carries
+/// the connection's [`Conn`] and [`ClientAddr`] in its extensions.
 #[derive(Clone)]
 struct Tracked {
     router: Router,
-    active: Arc<AtomicUsize>,
+    conn: Conn,
+    client: Option<ClientAddr>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for Tracked {
@@ -246,12 +321,21 @@ impl hyper::service::Service<Request<Incoming>> for Tracked {
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
-        let guard = Active::enter(self.active.clone());
+        let guard = Active::enter(&self.conn);
         let router = self.router.clone();
+        let mut req = req.map(Body::new);
+        req.extensions_mut().insert(self.conn.clone());
+        if let Some(client) = self.client {
+            req.extensions_mut().insert(client);
+        }
+        let conn = self.conn.clone();
         Box::pin(async move {
-            let response = router.oneshot(req.map(Body::new)).await?;
+            let response = router.oneshot(req).await?;
+            let long_lived = response.extensions().get::<LongLived>().is_some();
+            let waiting = long_lived.then(|| conn.waiting());
             Ok(response.map(|body| ActiveBody {
                 body,
+                _waiting: waiting,
                 _active: guard,
             }))
         })
@@ -259,24 +343,26 @@ impl hyper::service::Service<Request<Incoming>> for Tracked {
 }
 
 /// A request in progress on a connection.
-struct Active(Arc<AtomicUsize>);
+struct Active(Arc<ConnCounts>);
 
 impl Active {
-    fn enter(count: Arc<AtomicUsize>) -> Self {
-        count.fetch_add(1, Ordering::SeqCst);
-        Active(count)
+    fn enter(conn: &Conn) -> Self {
+        conn.0.active.fetch_add(1, Ordering::SeqCst);
+        Active(conn.0.clone())
     }
 }
 
 impl Drop for Active {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
-/// A response body that keeps its request counted until it is sent.
+/// A response body that keeps its request counted until it is sent (as
+/// waiting on the client, for a [`LongLived`] stream).
 struct ActiveBody {
     body: Body,
+    _waiting: Option<Waiting>,
     _active: Active,
 }
 

@@ -16,8 +16,10 @@
 
 mod clean;
 mod follow;
+mod gate;
 mod http;
 mod output;
+mod stdio;
 pub mod tools;
 
 pub use follow::followers;
@@ -66,12 +68,14 @@ impl<A: Api> McpServer<A> {
         }
     }
 
-    /// Serves one client on stdin and stdout until it closes them.
+    /// Serves one client on stdin and stdout until it closes them, every
+    /// line counted before it is parsed ([`stdio`]).
     ///
     /// # Errors
     /// The handshake failed (the client spoke no MCP).
     pub async fn serve_stdio(self) -> anyhow::Result<()> {
-        let running = self.serve(rmcp::transport::stdio()).await?;
+        let lines = stdio::transport(tokio::io::stdin(), tokio::io::stdout());
+        let running = self.serve(lines).await?;
         running.waiting().await?;
         Ok(())
     }

@@ -4,6 +4,7 @@
 //! programs of both).
 
 mod limits;
+mod mcp;
 mod properties;
 mod routes;
 mod rules;

@@ -68,14 +68,37 @@ impl WarmPool {
         self.template.memory_mb
     }
 
-    /// Takes a warm runtime, if one is ready. The caller refills the pool
-    /// after its run, so the replacement's boot does not compete with the run.
+    /// Takes a live warm runtime, if one is ready. The caller refills the
+    /// pool after its run, so the replacement's boot does not compete with
+    /// the run. A runtime that is gone (its sandbox process died while it
+    /// waited here) is never handed out: it is let go of, and the next one
+    /// is tried; with none left the caller boots a fresh runtime.
     pub fn take(&self) -> Option<Warm> {
-        self.lock().pop_front()
+        loop {
+            let warm = self.lock().pop_front()?;
+            if !warm.runtime.is_gone() {
+                return Some(warm);
+            }
+            discard(warm);
+        }
+    }
+
+    /// Lets go of every pooled runtime that is gone, so that
+    /// [`WarmPool::refill`] boots their replacements.
+    fn prune(&self) {
+        let gone: Vec<Warm> = {
+            let mut ready = self.lock();
+            let (gone, live): (Vec<Warm>, Vec<Warm>) =
+                ready.drain(..).partition(|w| w.runtime.is_gone());
+            ready.extend(live);
+            gone
+        };
+        gone.into_iter().for_each(discard);
     }
 
     /// Boots runtimes in the background until the pool holds its size.
     pub fn refill(self: &Arc<Self>) {
+        self.prune();
         loop {
             let booting = self.booting.load(Ordering::SeqCst);
             if self.lock().len() + booting >= self.size {
@@ -154,4 +177,12 @@ impl WarmPool {
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Warm>> {
         self.ready.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Closes a gone runtime and removes its directory, in the background.
+fn discard(warm: Warm) {
+    tokio::spawn(async move {
+        warm.runtime.close().await;
+        warm.dir.remove().await;
+    });
 }

@@ -146,3 +146,55 @@ async fn an_idle_kept_runtime_of_a_killed_process_answers_expired() {
         );
     }
 }
+
+/// Issue 29, item 9: warm (pre-booted) node runtimes that lived in a
+/// process killed with SIGKILL are never handed out: every one-shot run
+/// after the crash is served, on a live warm runtime or a fresh one.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_shots_after_a_killed_process_never_get_its_warm_runtimes() {
+    let server = crate::helpers::Server::with_config(
+        "isolation: process\nsandbox_processes: 2\nwarm_pool: 4\n",
+    )
+    .await;
+    // The node pool fills at start, placed on the least loaded process: two in each.
+    let mut placed = Vec::new();
+    for _ in 0..1200 {
+        placed = processes(&server).await;
+        if placed.len() == 2 && placed.iter().map(|(_, n)| n).sum::<u64>() == 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (victim, warm) = placed
+        .iter()
+        .copied()
+        .max_by_key(|(_, n)| *n)
+        .expect("two sandbox processes");
+    assert!(warm >= 1, "the pool is full: {placed:?}");
+    super::signal(victim, 9);
+    // The worker has seen the death once /healthz no longer lists the pid.
+    for _ in 0..600 {
+        if processes(&server)
+            .await
+            .iter()
+            .all(|(pid, _)| *pid != victim)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        processes(&server)
+            .await
+            .iter()
+            .all(|(pid, _)| *pid != victim),
+        "the killed process is seen dead"
+    );
+    for round in 0..8 {
+        let answer = server.run_in("node", "return 2 + 2").await;
+        assert!(
+            answer.status.is_success() && answer.body["result"] == json!(4),
+            "one-shot {round} after the crash: {answer:?}"
+        );
+    }
+}

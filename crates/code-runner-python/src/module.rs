@@ -203,7 +203,7 @@ pub fn load(engine: &Engine, snapshot: &Snapshot) -> Result<Component, PythonErr
         }
     }
     tracing::info!(
-        "compiling the python snapshot once for this machine (cached at {})",
+        "compiling the python snapshot once for this machine (about 30 s of CPU; cached at {})",
         cached.display()
     );
     let started = Instant::now();

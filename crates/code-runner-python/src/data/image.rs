@@ -128,7 +128,9 @@ pub fn make(artifacts: &DataArtifacts, paths: &ImagePaths) -> Result<Made, Pytho
 
 fn make_here(artifacts: &DataArtifacts, paths: &ImagePaths) -> Result<Made, PythonError> {
     let started = Instant::now();
-    tracing::info!("pre-initialising the python data stack once for this machine");
+    tracing::info!(
+        "pre-initialising the python data stack once for this machine (about a minute of CPU; cached)"
+    );
     let fail = |what: &str, err: &dyn std::fmt::Display| {
         PythonError::Unavailable(format!(
             "cannot pre-initialise {}: {what}: {err:#}",
@@ -282,7 +284,7 @@ pub fn load(
         None => make(artifacts, paths)?,
     };
     tracing::info!(
-        "compiling the python data stack once for this machine (cached at {})",
+        "compiling the python data stack once for this machine (about 1 to 2 minutes of CPU; cached at {})",
         cached.display()
     );
     let started = Instant::now();

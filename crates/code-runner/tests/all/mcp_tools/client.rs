@@ -221,14 +221,16 @@ impl Events {
     /// The next message with JSON data (priming events carry none).
     async fn next(&mut self) -> Option<Value> {
         loop {
-            let text = String::from_utf8_lossy(&self.buffer).replace("\r\n", "\n");
-            if let Some(end) = text.find("\n\n") {
-                let event = text[..end].to_string();
-                self.buffer = text[end + 2..].as_bytes().to_vec();
+            // Split on bytes: a chunk may end inside a character.
+            let end = self.buffer.windows(2).position(|w| w == b"\n\n");
+            if let Some(end) = end {
+                let rest = self.buffer.split_off(end + 2);
+                let event = String::from_utf8_lossy(&self.buffer).into_owned();
+                self.buffer = rest;
                 let data: Vec<&str> = event
                     .lines()
                     .filter_map(|line| line.strip_prefix("data:"))
-                    .map(str::trim_start)
+                    .map(str::trim)
                     .collect();
                 if let Ok(message) = serde_json::from_str(&data.join("\n")) {
                     return Some(message);

@@ -52,6 +52,15 @@ pub const MAX_RUNTIMES_CEILING: usize = 4096;
 pub const DEFAULT_MAX_IMAGES: u64 = 8;
 /// Most image data (base64 bytes) a run response carries by default: 4 MiB.
 pub const DEFAULT_MAX_IMAGE_BYTES: u64 = 4 * 1024 * 1024;
+/// Requests one run may make by default (`egress_max_requests`).
+pub const DEFAULT_EGRESS_MAX_REQUESTS: u32 = 32;
+/// The default cap on one response body (`egress_max_response_bytes`): 8 MiB.
+pub const DEFAULT_EGRESS_MAX_RESPONSE_BYTES: u64 = 8 << 20;
+/// The default budget of one request in ms (`egress_timeout_ms`).
+pub const DEFAULT_EGRESS_TIMEOUT_MS: u64 = 10_000;
+/// Requests one runtime may have in flight by default (`egress_max_in_flight`).
+pub const DEFAULT_EGRESS_MAX_IN_FLIGHT: u32 = 8;
+
 /// The most sandbox processes `sandbox_processes` may ask for: each loads
 /// both engines (tens of MiB resident before any runtime).
 pub const MAX_SANDBOX_PROCESSES: usize = 256;
@@ -61,7 +70,7 @@ pub const MAX_SANDBOX_PROCESSES: usize = 256;
 /// Every other key is captured when the engines boot and cannot be rebound
 /// under live runtimes: a change to one is saved at once and applies at the
 /// next start.
-pub const NEXT_CALL_KEYS: [&str; 10] = [
+pub const NEXT_CALL_KEYS: [&str; 16] = [
     "max_result_bytes",
     "max_stream_bytes",
     "max_images",
@@ -72,6 +81,12 @@ pub const NEXT_CALL_KEYS: [&str; 10] = [
     "guest_writable_namespaces",
     "guest_trigger_types",
     "mcp_guest_tools",
+    "egress_allow",
+    "egress_max_requests",
+    "egress_max_response_bytes",
+    "egress_timeout_ms",
+    "egress_max_in_flight",
+    "egress_secrets",
 ];
 
 /// The worker's configuration, read from YAML or JSON; every key is optional.
@@ -149,6 +164,42 @@ pub struct Config {
     /// and cleaned; by default (false) only the session whose runs published
     /// them sees them. Applies to the next call.
     pub mcp_guest_tools: bool,
+    /// Where guest code's `fetch` (JavaScript) and `urllib` (Python) may go:
+    /// `host`, `host:port`, `*.suffix`, `*.suffix:port`, an IP, `ip:port`,
+    /// `[v6]:port` or a CIDR. A port defaults to the scheme's (80, 443). A
+    /// non-public address (loopback, private, link-local, metadata, …) only
+    /// when an entry names it. Default none: no request leaves. Applies to the next call.
+    pub egress_allow: Vec<String>,
+    /// Requests one run may make (default 32). Applies to the next call.
+    #[schemars(range(min = 1))]
+    pub egress_max_requests: u32,
+    /// The most bytes one response body may have; a larger one is an error,
+    /// not a truncated body (default 8388608). Applies to the next call.
+    #[schemars(range(min = 1))]
+    pub egress_max_response_bytes: u64,
+    /// One request's budget in ms, redirects included, never past the run's
+    /// deadline (default 10000). Applies to the next call.
+    #[schemars(range(min = 1))]
+    pub egress_timeout_ms: u64,
+    /// Requests one runtime may have in flight at once (default 8, at most 64). Applies to the next call.
+    #[schemars(range(min = 1, max = 64))]
+    pub egress_max_in_flight: u32,
+    /// Secrets guest requests may carry without the guest seeing them:
+    /// `{NAME: {env: VAR, hosts: [patterns]}}`. The worker reads the value
+    /// from its own environment variable `VAR`; guest code sees a
+    /// placeholder (`iii.secrets.NAME`, python's `os.environ["NAME"]`) that
+    /// becomes the value only in requests to the listed hosts. Applies to the next call.
+    pub egress_secrets: std::collections::BTreeMap<String, EgressSecret>,
+}
+
+/// One `egress_secrets` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EgressSecret {
+    /// The worker's environment variable that holds the value.
+    pub env: String,
+    /// The hosts the value may be sent to (patterns as in `egress_allow`).
+    pub hosts: Vec<String>,
 }
 
 /// The interpreter behind `lang: "python"` (the `python_interpreter` key).
@@ -232,6 +283,12 @@ impl Default for Config {
             guest_writable_namespaces: Vec::new(),
             guest_trigger_types: Vec::new(),
             mcp_guest_tools: false,
+            egress_allow: Vec::new(),
+            egress_max_requests: DEFAULT_EGRESS_MAX_REQUESTS,
+            egress_max_response_bytes: DEFAULT_EGRESS_MAX_RESPONSE_BYTES,
+            egress_timeout_ms: DEFAULT_EGRESS_TIMEOUT_MS,
+            egress_max_in_flight: DEFAULT_EGRESS_MAX_IN_FLIGHT,
+            egress_secrets: Default::default(),
         }
     }
 }
@@ -284,6 +341,15 @@ impl Config {
                 self.max_memory_mb
             )));
         }
+        if self.egress_max_requests == 0
+            || self.egress_max_response_bytes == 0
+            || self.egress_timeout_ms == 0
+            || !(1..=64).contains(&self.egress_max_in_flight)
+        {
+            return Err(RunnerError::invalid(
+                "config keys egress_max_requests, egress_max_response_bytes and egress_timeout_ms must be at least 1, and egress_max_in_flight 1 to 64",
+            ));
+        }
         crate::guest_policy::check_guest_namespaces(&self.guest_writable_namespaces)?;
         crate::guest_policy::check_guest_trigger_types(&self.guest_trigger_types)?;
         Ok(())
@@ -328,6 +394,12 @@ impl Config {
             guest_writable_namespaces: newer.guest_writable_namespaces.clone(),
             guest_trigger_types: newer.guest_trigger_types.clone(),
             mcp_guest_tools: newer.mcp_guest_tools,
+            egress_allow: newer.egress_allow.clone(),
+            egress_max_requests: newer.egress_max_requests,
+            egress_max_response_bytes: newer.egress_max_response_bytes,
+            egress_timeout_ms: newer.egress_timeout_ms,
+            egress_max_in_flight: newer.egress_max_in_flight,
+            egress_secrets: newer.egress_secrets.clone(),
             ..self.clone()
         }
     }

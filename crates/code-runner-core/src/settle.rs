@@ -79,6 +79,7 @@ pub fn settle_response(
         cpu_ms: (outcome.usage.cpu_ns / 1_000) as f64 / 1_000.0,
         peak_memory_bytes: outcome.usage.peak_memory_bytes,
         wall_ms: duration_ms,
+        egress: None,
     };
     let (exit_code, completion) = match outcome.ending {
         TurnEnding::Faulted(fault) => return Err(fault.to_runner_error()),

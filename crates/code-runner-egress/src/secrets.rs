@@ -1,8 +1,8 @@
 //! `egress_secrets`: values the guest may send without ever seeing them.
 //!
 //! The worker reads each value from its own environment; guest code sees an
-//! opaque placeholder (`III_SECRET_<NAME>_<random>`, random per worker
-//! process). When a request goes to one of the secret's hosts, the
+//! opaque placeholder (`III_SECRET_<NAME>_<hex>`, the same for a worker
+//! process's life, different in every process). When a request goes to one of the secret's hosts, the
 //! placeholder is replaced by the value in the URL and in header values
 //! (never in the body); a placeholder bound for any other host refuses the
 //! request. What comes back has the value replaced by the placeholder
@@ -91,9 +91,8 @@ impl Secrets {
                     spec.env
                 ));
             }
-            let nonce: u64 = rand::random();
             secrets.push(Secret {
-                placeholder: format!("III_SECRET_{name}_{nonce:016x}"),
+                placeholder: placeholder(name),
                 name: name.clone(),
                 value,
                 hosts,
@@ -170,6 +169,18 @@ impl Secrets {
         String::from_utf8(self.scrub(text.into_bytes()))
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
     }
+}
+
+/// The placeholder of secret `name`: the same for the worker process's
+/// whole life (a kept runtime's copy stays good across configuration
+/// changes), different in every process, and saying nothing of the value.
+fn placeholder(name: &str) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static SALT: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    let mut hasher = SALT.get_or_init(Default::default).build_hasher();
+    hasher.write(name.as_bytes());
+    format!("III_SECRET_{name}_{:016x}", hasher.finish())
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

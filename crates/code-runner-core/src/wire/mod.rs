@@ -132,6 +132,21 @@ pub struct Usage {
     pub peak_memory_bytes: u64,
     /// Wall-clock milliseconds the run took inside the worker (as `duration_ms`).
     pub wall_ms: u64,
+    /// The HTTP requests the run's code made through the host (`fetch`, `urllib`); absent when it made none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressUsage>,
+}
+
+/// What a run's HTTP requests cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "EgressUsage")]
+pub struct EgressUsage {
+    /// Requests sent, each redirect hop counted.
+    pub requests: u64,
+    /// Bytes received: response bodies and headers.
+    pub bytes_in: u64,
+    /// Bytes sent: request bodies, URLs and headers.
+    pub bytes_out: u64,
 }
 ///
 /// Exactly one of `runtime_id` or `namespace` must be set.

@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use crate::bus::Function;
 use crate::bus::names::INJECT_GUIDANCE;
+use crate::ops::egress::EgressState;
 use crate::ops::{Ops, handler};
 
 /// The guidance, with `{key}` placeholders for configuration values.
@@ -104,27 +105,52 @@ fn hook(config: &Config, data_stack: bool, payload: Value) -> Value {
     serde_json::to_value(PreGenerateResponse { mutations }).unwrap_or(Value::Null)
 }
 
+/// What the network is, as the texts say it: none, or HTTP(S) through the
+/// host to the hosts `egress_allow` lists (at most ten of them named).
+fn network(config: &Config) -> String {
+    let allowed = EgressState::allowed(config);
+    if allowed.is_empty() {
+        return "no network".to_string();
+    }
+    let mut named = allowed
+        .iter()
+        .take(10)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if allowed.len() > 10 {
+        named.push_str(&format!(" and {} more", allowed.len() - 10));
+    }
+    format!(
+        "network only as HTTP(S) through the host (JavaScript `fetch`, python `urllib`) to {named}"
+    )
+}
+
 /// What the sandbox offers and refuses, as the tool and function texts say
-/// it: the data stack is named when python runs it.
-pub fn sandbox_sentence(data_stack: bool) -> &'static str {
+/// it: the network `egress_allow` opens, and the data stack when python runs it.
+pub fn sandbox_sentence(config: &Config, data_stack: bool) -> String {
+    let network = network(config);
     match data_stack {
-        true => {
-            "no network, no host files, nothing to install; python has numpy, pandas, scipy, \
+        true => format!(
+            "{network}, no host files, nothing to install; python has numpy, pandas, scipy, \
              scikit-learn, statsmodels and matplotlib (plt.show() returns the figure in `images`)"
-        }
-        false => "no network, no host files, no packages beyond the standard library",
+        ),
+        false => format!("{network}, no host files, no packages beyond the standard library"),
     }
 }
 
-/// The guidance's last line: what can and cannot be imported.
-fn packages_line(data_stack: bool) -> &'static str {
+/// The guidance's last line: the network, and what can and cannot be imported.
+fn packages_line(config: &Config, data_stack: bool) -> String {
+    let network = network(config);
+    let network = network[..1].to_uppercase() + &network[1..];
     match data_stack {
-        true => {
-            "- No network, and nothing can be installed: `pip install` and `npm install` cannot work. Python has numpy, pandas, scipy, scikit-learn, statsmodels and matplotlib ready to import; `plt.show()` returns each figure in the answer's `images`. Otherwise use the standard library and your own code."
-        }
-        false => {
-            "- No network and no packages: `pip install` and `npm install` cannot work. Use the standard library and your own code (write your own modules to files and load them)."
-        }
+        true => format!(
+            "- {network}, and nothing can be installed: `pip install` and `npm install` cannot work. Python has numpy, pandas, scipy, scikit-learn, statsmodels and matplotlib ready to import; `plt.show()` returns each figure in the answer's `images`. Otherwise use the standard library and your own code."
+        ),
+        false if network == "No network" => "- No network and no packages: `pip install` and `npm install` cannot work. Use the standard library and your own code (write your own modules to files and load them).".to_string(),
+        false => format!(
+            "- {network}; no packages: `pip install` and `npm install` cannot work. Use the standard library and your own code (write your own modules to files and load them)."
+        ),
     }
 }
 
@@ -143,7 +169,7 @@ pub fn render(config: &Config, data_stack: bool) -> String {
             &config.default_timeout_ms.to_string(),
         )
         .replace("{max_timeout_ms}", &config.max_timeout_ms.to_string())
-        .replace("{packages}", packages_line(data_stack))
+        .replace("{packages}", &packages_line(config, data_stack))
         .trim_end()
         .to_string()
 }
@@ -196,6 +222,16 @@ mod tests {
         );
         let data = render(&Config::default(), true);
         assert!(data.contains("numpy, pandas"), "{data}");
+        let open = Config {
+            egress_allow: vec!["api.example.com".into(), "*.svc.example:8443".into()],
+            ..Config::default()
+        };
+        let line = render(&open, false);
+        assert!(
+            line.contains("Network only as HTTP(S) through the host")
+                && line.contains("api.example.com, *.svc.example:8443"),
+            "{line}"
+        );
         assert!(data.contains("`images`"), "{data}");
     }
 

@@ -3,6 +3,7 @@
 //! (`crate::runtimes`).
 
 pub(crate) mod configuration;
+pub(crate) mod egress;
 pub(crate) mod guest;
 pub(crate) mod guidance;
 pub(crate) mod info;
@@ -48,6 +49,8 @@ pub(crate) struct Ops {
     pub(crate) engines: Engines,
     /// Where calls of ids this bus does not hold go, once the worker joined an iii engine.
     pub(crate) outbound: OnceLock<Arc<dyn Outbound>>,
+    /// Guest requests through the host (`iii.fetch`), under the live policy.
+    pub(crate) egress: Arc<egress::EgressState>,
 }
 
 impl Ops {
@@ -64,6 +67,7 @@ impl Ops {
             runtimes_dir,
             engines,
             outbound: OnceLock::new(),
+            egress: Arc::default(),
         }
     }
 

@@ -17,6 +17,7 @@ use crate::bus::payload::parse;
 use crate::bus::{CallError, Caller, Function};
 use crate::ids::{new_runtime_id, redact};
 use crate::ops::Ops;
+use crate::ops::egress::TurnEgress;
 use crate::ops::guest::{self, GuestContext};
 use crate::ops::handler_as;
 use crate::ops::retire::{self, Live};
@@ -24,7 +25,8 @@ use crate::runtimes::lineage::Lasting;
 
 /// `code-runner::run`, for the composition root.
 pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
-    let sandbox = crate::ops::guidance::sandbox_sentence(ops.engines.python_has_data_stack());
+    let sandbox =
+        crate::ops::guidance::sandbox_sentence(&ops.config(), ops.engines.python_has_data_stack());
     (
         RUN,
         Function::new(
@@ -61,13 +63,19 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
     let output = caller.live.clone();
     let started = Instant::now();
     let (code, weak) = (request.code, Arc::downgrade(&ops));
+    let egress = Arc::new(TurnEgress::default());
+    let settled = Settle {
+        caps,
+        image_caps,
+        egress: egress.clone(),
+    };
     // The turn's signal is its scope: the bounded runtime fires it when the
     // turn answers, which ends the runs its guest code started.
     let turn = move |context: GuestContext| TurnSpec {
         live: output,
         task: Task::Program(code),
         timeout,
-        bindings: guest::bindings(weak, context.within(scope.clone())).bindings,
+        bindings: guest::bindings(weak, context.within(scope.clone()).metered(egress)).bindings,
         max_stream_bytes: caps.max_stream_bytes,
         abort: scope,
     };
@@ -98,7 +106,6 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
         let context = GuestContext::of(&ops, kept.key, kept.lang, None);
         let (outcome, images) = kept.runtime.run_with_images(turn(context)).await;
         retire::forget_lost_registrations(&ops, kept.key, &outcome.ending);
-        let settled = Settle { caps, image_caps };
         return settled.answer(outcome, images, elapsed(started), Some(id));
     }
 
@@ -141,7 +148,6 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
     let (outcome, images) = runtime
         .run_with_images(turn(GuestContext::of(&ops, key, lang, None)))
         .await;
-    let settled = Settle { caps, image_caps };
     let succeeded = matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, .. });
     if request.keep && succeeded {
         let id = new_runtime_id(ops.worker_name());
@@ -168,11 +174,11 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
     settled.answer(outcome, images, elapsed(started), None)
 }
 
-/// The caps a run's answer is settled under.
-#[derive(Clone, Copy)]
+/// The caps a run's answer is settled under, and what its requests cost.
 struct Settle {
     caps: OutputCaps,
     image_caps: ImageCaps,
+    egress: Arc<TurnEgress>,
 }
 
 impl Settle {
@@ -186,6 +192,7 @@ impl Settle {
     ) -> Result<Value, CallError> {
         let mut response = settle_response(outcome, self.caps, duration_ms, runtime_id)?;
         response.images = cap_images(images, self.image_caps);
+        response.usage.egress = self.egress.usage();
         Ok(serde_json::to_value(response).unwrap_or(Value::Null))
     }
 }

@@ -65,7 +65,27 @@ pub(crate) fn parse_value(value: &Value) -> Result<Config, RunnerError> {
         RunnerError::invalid(format!("config key `{key}`: {}", err.into_inner()))
     })?;
     config.validate()?;
+    check_egress(&config)?;
     Ok(config)
+}
+
+/// `egress_allow` and `egress_secrets` entries parse (a secret's variable
+/// is read when a request needs it: unset, the requests are refused).
+fn check_egress(config: &Config) -> Result<(), RunnerError> {
+    code_runner_egress::Allow::parse(&config.egress_allow)
+        .map_err(|err| RunnerError::invalid(format!("config key `egress_allow`: {err}")))?;
+    let specs: Vec<code_runner_egress::SecretSpec> = config
+        .egress_secrets
+        .iter()
+        .map(|(name, secret)| code_runner_egress::SecretSpec {
+            name: name.clone(),
+            env: secret.env.clone(),
+            hosts: secret.hosts.clone(),
+        })
+        .collect();
+    code_runner_egress::Secrets::load(&specs, |_| Some("set-for-the-check".into()))
+        .map(drop)
+        .map_err(|err| RunnerError::invalid(format!("config key {err}")))
 }
 
 #[cfg(test)]
@@ -84,7 +104,7 @@ mod tests {
         assert_eq!(schema["$schema"], "http://json-schema.org/draft-07/schema#");
         assert_eq!(schema["additionalProperties"], false);
         let properties = schema["properties"].as_object().unwrap();
-        assert_eq!(properties.len(), 21);
+        assert_eq!(properties.len(), 27);
         for (key, property) in properties {
             assert!(property.get("type").is_some(), "{key} is untyped");
             assert!(
@@ -115,6 +135,12 @@ mod tests {
         assert!(refusal(json!({"max_result_bytes": 1e300})).contains("max_result_bytes"));
         assert!(refusal(json!({"default_timeout_ms": 40000})).contains("default_timeout_ms"));
         assert!(refusal(json!([1])).contains("configuration"));
+        assert!(refusal(json!({"egress_allow": ["a/b"]})).contains("`egress_allow`"));
+        assert!(refusal(json!({"egress_max_in_flight": 0})).contains("egress_max_in_flight"));
+        let secret = json!({"egress_secrets": {"bad-name": {"env": "X", "hosts": ["a.example"]}}});
+        assert!(refusal(secret).contains("bad-name"));
+        let secret = json!({"egress_secrets": {"T": {"env": "X", "hosts": []}}});
+        assert!(refusal(secret).contains("hosts"));
     }
 
     /// Absent keys take their defaults; YAML and JSON parse alike.

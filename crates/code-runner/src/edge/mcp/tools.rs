@@ -255,7 +255,7 @@ fn operation_text(name: &str, config: &Config, data_stack: bool) -> String {
              less or return a summary when a cap is hit. timeout_ms defaults to {} ms (at most {}). \
              keep: true keeps the runtime (variables, files in /work or iii.files) and returns a \
              runtime_id to pass to later runs; tear it down when done.",
-            crate::ops::guidance::sandbox_sentence(data_stack),
+            crate::ops::guidance::sandbox_sentence(config, data_stack),
             cap(config.max_stream_bytes),
             cap(config.max_result_bytes),
             config.default_timeout_ms,

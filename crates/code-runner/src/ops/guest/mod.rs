@@ -1,4 +1,5 @@
-//! The guest's `iii` global: `trigger`, `namespace` and, for node,
+//! The guest's `iii` global: `trigger`, `fetch` (requests through the host,
+//! [`crate::ops::egress`]), `namespace`, `secrets` and, for node,
 //! `registerFunction`.
 //!
 //! One implementation serves every engine: an engine only sees a
@@ -21,6 +22,7 @@ use serde_json::Value;
 use crate::bus::catalog::Owner;
 use crate::ids::RuntimeKey;
 use crate::ops::Ops;
+use crate::ops::egress::{self, TurnEgress};
 use register::register_from_guest;
 use trigger::trigger;
 
@@ -41,6 +43,8 @@ pub(crate) struct GuestContext {
     /// Fires when the turn (or call) these bindings serve answers; what its
     /// guest code starts is chained to it, so it ends then too.
     pub scope: AbortSignal,
+    /// The turn's requests through the host (`iii.fetch`) and their cost.
+    pub egress: Arc<TurnEgress>,
 }
 
 impl GuestContext {
@@ -59,7 +63,16 @@ impl GuestContext {
             namespace,
             iii_namespace,
             scope: AbortSignal::new(),
+            egress: Arc::default(),
         }
+    }
+
+    /// The same context counting its requests in `egress` (read by whoever
+    /// answers the turn, for `usage.egress`).
+    #[must_use]
+    pub fn metered(mut self, egress: Arc<TurnEgress>) -> Self {
+        self.egress = egress;
+        self
     }
 
     /// The same context for a turn that ends with `scope` (fired by
@@ -100,6 +113,7 @@ pub(crate) fn warm_up_bindings(lang: Lang) -> Bindings {
             namespace: None,
             iii_namespace: String::new(),
             scope: AbortSignal::new(),
+            egress: Arc::default(),
         },
     )
     .bindings
@@ -131,12 +145,37 @@ pub(crate) fn bindings(ops: Weak<Ops>, ctx: GuestContext) -> GuestBindings {
     let ctx = Arc::new(ctx);
     let in_flight = Arc::new(AtomicUsize::new(0));
     let namespace = Value::String(ctx.iii_namespace.clone());
+    let secrets = ops.upgrade().map_or_else(
+        || Value::Object(Default::default()),
+        |ops| ops.egress.secrets(&ops.config()),
+    );
     let mut iii = BindingNamespace::new("iii")
         .function("trigger", {
             let (ops, ctx) = (ops.clone(), ctx.clone());
             move |args, call| trigger(ops.clone(), ctx.clone(), in_flight.clone(), args, call)
         })
+        .function("fetch", {
+            let (ops, ctx) = (ops.clone(), ctx.clone());
+            move |args, call| {
+                let (ops, ctx) = (ops.upgrade(), ctx.clone());
+                async move {
+                    let ops = ops.ok_or_else(|| BindingError::message("the worker is stopping"))?;
+                    let (state, config) = (ops.egress.clone(), ops.config());
+                    drop(ops);
+                    egress::fetch(
+                        state,
+                        ctx.egress.clone(),
+                        config,
+                        ctx.scope.clone(),
+                        args,
+                        call,
+                    )
+                    .await
+                }
+            }
+        })
         .value("namespace", namespace)
+        .value("secrets", secrets)
         .error_class("IIIError", "member");
     if ctx.lang.on_node_engine() {
         iii = iii.registrar("registerFunction", move |args, _call| {

@@ -33,6 +33,11 @@ except ImportError:  # a build without _sqlite3: the program's own import says s
 
 import _json
 
+# urllib and http.client through the host's `iii.fetch` (see _iii_http.py):
+# a module of the component's sources in the lean flavour; the data image
+# registers it before this file runs.
+import _iii_http
+
 try:
     import wit_world
     from wit_world import call as _host_call
@@ -116,6 +121,7 @@ def _make_turn():
     program_hooks = _program_hooks
     sys, os, builtins, isfinite, traceback_module = _sys, _os, _builtins, _math.isfinite, traceback
     os_write, random_seed = _os.write, random.seed
+    http_bind = _iii_http.bind
 
     class NotJson(Exception):
         pass
@@ -387,6 +393,9 @@ def _make_turn():
         depth_limit[0] = task.get("max_depth", 100)
         max_result = task.get("max_result", _MAX_RESULT)
         install(env, task.get("bindings") or [])
+        # This turn's iii.fetch for urllib/http.client, its secrets in os.environ.
+        iii = env.get("iii")
+        http_bind(iii if type(iii) is Namespace else None)
         env.pop("result", None)
         exit_code = 0
         exception = None

@@ -29,6 +29,7 @@ pub const TOOL_WHEEL_SHA256: &str =
 /// The guest runner's interface and source, built into the snapshot.
 const RUNNER_WIT: &str = include_str!("../guest/runner.wit");
 const RUNNER_PY: &str = include_str!("../guest/runner.py");
+const HTTP_PY: &str = include_str!("../guest/_iii_http.py");
 
 /// Environment variable naming the snapshot directory explicitly.
 pub const PYTHON_DIR_ENV: &str = "CODE_RUNNER_PYTHON_DIR";
@@ -57,6 +58,7 @@ pub fn snapshot_key() -> String {
     ));
     hasher.update(RUNNER_WIT);
     hasher.update(RUNNER_PY);
+    hasher.update(HTTP_PY);
     hex(&hasher.finalize())[..16].to_string()
 }
 

@@ -33,6 +33,9 @@ use crate::module::{cache_dir, hex};
 /// The runner's two halves, run in this order to make the image.
 const RUNNER_PY: &str = include_str!("../../guest/runner.py");
 const DATA_PY: &str = include_str!("../../guest/data.py");
+/// urllib and http.client through `iii.fetch`: a module runner.py imports,
+/// made here from its source first (the lean flavour has it as a file).
+const HTTP_PY: &str = include_str!("../../guest/_iii_http.py");
 
 /// What the host hands the `turn` export each turn: the runner does the rest.
 pub const ENTRY: &str = "__import__('sys').modules['_code_runner'].run()";
@@ -49,11 +52,13 @@ impl ImagePaths {
     /// The paths of the image of `artifacts` with this binary's runner.
     pub fn new(artifacts: &DataArtifacts) -> Self {
         let mut hasher = Sha256::new();
+        let http = http_module();
         for part in [
             artifacts.wasm_sha256.as_str(),
             artifacts.zip_sha256.as_str(),
             WIZER_VERSION,
             ENTRY,
+            http.as_str(),
             RUNNER_PY,
             DATA_PY,
         ] {
@@ -205,7 +210,7 @@ fn make_here(artifacts: &DataArtifacts, paths: &ImagePaths) -> Result<Made, Pyth
                 .map_err(|e| fail(&output(init), &e))?;
         }
     }
-    let source = format!("{RUNNER_PY}\n{DATA_PY}");
+    let source = format!("{}\n{RUNNER_PY}\n{DATA_PY}", http_module());
     let status =
         call_turn(&mut store, &instance, &source).map_err(|e| fail(&output("turn"), &e))?;
     if status != 0 {
@@ -235,6 +240,18 @@ fn make_here(artifacts: &DataArtifacts, paths: &ImagePaths) -> Result<Made, Pyth
         wasm.len() >> 20
     );
     Ok(Made { wasm, memory_bytes })
+}
+
+/// Python that makes `_iii_http` a module from [`HTTP_PY`] (a JSON string is
+/// a Python string literal).
+fn http_module() -> String {
+    let source = serde_json::to_string(HTTP_PY).unwrap_or_default();
+    format!(
+        "_m = type(__import__('sys'))('_iii_http')\n\
+         __import__('sys').modules['_iii_http'] = _m\n\
+         exec(compile({source}, '_iii_http.py', 'exec'), _m.__dict__)\n\
+         del _m"
+    )
 }
 
 /// Runs one `turn` of `code` on `instance`: the interpreter's status (0: ran, else failed).

@@ -12,6 +12,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use crate::overshoot;
 use crate::watchdog::Watch;
 
 /// Alignment of every backing store handed to V8 (what malloc guarantees).
@@ -177,6 +178,9 @@ pub struct HeapGuard {
     isolate: v8::UnsafeRawIsolatePtr,
     external_grants: u32,
     heap_grants: u32,
+    /// The process-wide permit for room past the cap, from the first grant
+    /// until the isolate (and this guard with it) is dropped.
+    permit: Option<overshoot::Permit>,
 }
 
 impl HeapGuard {
@@ -192,6 +196,7 @@ impl HeapGuard {
             isolate,
             external_grants: 0,
             heap_grants: 0,
+            permit: None,
         }
     }
 }
@@ -229,6 +234,9 @@ pub unsafe extern "C" fn near_heap_limit(
         return current;
     }
     guard.heap_grants += 1;
+    if guard.permit.is_none() {
+        guard.permit = Some(overshoot::acquire());
+    }
     // SAFETY: the isolate is alive (V8 is calling into it from its thread).
     let mut isolate = unsafe { v8::Isolate::from_raw_isolate_ptr(guard.isolate) };
     let held = isolate.get_heap_statistics().total_heap_size();
@@ -242,23 +250,38 @@ pub unsafe extern "C" fn near_heap_limit(
 /// external memory (ArrayBuffers), read just before every collection (where
 /// the heap peaks: it only shrinks in a collection) and when a turn ends.
 /// Turns that share a runtime at once share the figure.
-#[derive(Debug, Default)]
-pub struct HeapPeak(std::cell::Cell<u64>);
+///
+/// A collection that finds the heap past its limit condemns the isolate:
+/// V8 admits the first object of its young large-object space whatever its
+/// size (a 1 GiB string in a 128 MiB heap) without asking the near-heap-limit
+/// callback, and would admit another after each scavenge.
+pub struct HeapPeak {
+    peak: std::cell::Cell<u64>,
+    watch: Arc<Watch>,
+}
 
 impl HeapPeak {
+    /// The peak of the isolate `watch` stops.
+    pub fn new(watch: Arc<Watch>) -> Self {
+        HeapPeak {
+            peak: std::cell::Cell::new(0),
+            watch,
+        }
+    }
+
     /// Starts a new measurement at what the heap holds now.
     pub fn reset(&self, isolate: &mut v8::Isolate) {
-        self.0.set(held(isolate));
+        self.peak.set(held(isolate));
     }
 
     /// The peak so far, counting what the heap holds now.
     pub fn read(&self, isolate: &mut v8::Isolate) -> u64 {
         self.note(held(isolate));
-        self.0.get()
+        self.peak.get()
     }
 
     fn note(&self, bytes: u64) {
-        self.0.set(self.0.get().max(bytes));
+        self.peak.set(self.peak.get().max(bytes));
     }
 }
 
@@ -283,6 +306,10 @@ pub unsafe extern "C" fn before_gc(
     let peak = unsafe { &*data.cast::<HeapPeak>() };
     // SAFETY: V8 is calling from the live isolate's thread.
     let mut isolate = unsafe { v8::Isolate::from_raw_isolate_ptr(isolate) };
+    let stats = isolate.get_heap_statistics();
+    if stats.used_heap_size() > stats.heap_size_limit() {
+        peak.watch.heap_exhausted();
+    }
     peak.note(held(&mut isolate));
 }
 

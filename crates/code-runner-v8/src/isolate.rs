@@ -153,7 +153,7 @@ pub fn boot(
     runtime
         .v8_isolate()
         .add_near_heap_limit_callback(heap::near_heap_limit, data.cast());
-    let heap_peak = Box::new(heap::HeapPeak::default());
+    let heap_peak = Box::new(heap::HeapPeak::new(watch.clone()));
     let peak: *const heap::HeapPeak = &*heap_peak;
     runtime.v8_isolate().add_gc_prologue_callback(
         heap::before_gc,

@@ -53,6 +53,7 @@ mod heap;
 mod isolate;
 mod loader;
 mod ops;
+mod overshoot;
 mod reserve;
 mod state;
 mod strip;

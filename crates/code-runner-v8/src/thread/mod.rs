@@ -176,6 +176,9 @@ impl Engine {
                 return Poll::Ready(());
             }
             if self.turns.is_empty() {
+                // A condemned isolate goes now, not when the next turn comes:
+                // its heap is past its cap.
+                self.handle_stop();
                 return Poll::Pending;
             }
             if let Some(isolate) = self.isolate.as_mut() {

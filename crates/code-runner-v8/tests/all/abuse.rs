@@ -66,6 +66,52 @@ async fn child_huge_strings() {
     rt.close().await;
 }
 
+/// V8 admits a huge string without asking the heap callback (its young
+/// large-object space takes its first object whatever its size) and again
+/// after each scavenge: a turn making a new 1 GiB string each round in a
+/// 128 MiB heap ran every round, and the condemned isolate kept its
+/// gigabyte until the runtime's next turn. A collection that finds the heap
+/// past its cap now condemns the isolate, and a condemned isolate is
+/// dropped as soon as its last turn ends.
+#[test]
+fn a_runtime_past_its_heap_cap_is_stopped_and_dropped() {
+    in_child("abuse::child_past_heap_cap");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "run by a_runtime_past_its_heap_cap_is_stopped_and_dropped in a child process"]
+async fn child_past_heap_cap() {
+    let (rt, _dir) = runtime_with(heap_128()).await;
+    let before = rss_mib();
+    let out = rt
+        .run(slow(
+            r#"for (let i = 0; i < 8; i++) { console.log(i); "\u1234".repeat(2**29 - 24).indexOf("y"); } return "every round""#,
+        ))
+        .await;
+    assert!(
+        matches!(out.ending, TurnEnding::Faulted(Fault::ResourceExhausted(_))),
+        "{:?}",
+        out.ending
+    );
+    let rounds = out.stdout.render().lines().count();
+    assert!(rounds < 8, "{rounds} rounds of 1 GiB ran");
+    // The runtime stays open and runs nothing more: its memory goes anyway.
+    let mut held = rss_mib().saturating_sub(before);
+    for _ in 0..100 {
+        if held < 400 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        held = rss_mib().saturating_sub(before);
+    }
+    assert!(
+        held < 400,
+        "the runtime still holds {held} MiB after its turn"
+    );
+    assert_eq!(value(&rt.run(turn("return 2 + 2")).await), json!(4));
+    rt.close().await;
+}
+
 /// A turn writing a gigabyte: a budget for a loaded machine.
 fn slow(program: &str) -> TurnSpec {
     let mut spec = turn(program);

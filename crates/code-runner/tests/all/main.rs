@@ -20,6 +20,8 @@ mod typescript;
 mod faults;
 // Python's data stack: numpy and pandas in plain python runs, `images`, a lean worker.
 mod data;
+// Python's urllib and http.client through the worker's egress, in both interpreters.
+mod fetch_python;
 
 // — What bounds a tenant —
 // Runtime slots: `max_runtimes`, the shares of what guest code starts, lines.

@@ -20,8 +20,9 @@ use crate::reserve;
 use crate::state::{ObjectPrototype, SharedIo};
 use crate::watchdog::Watch;
 
-/// The bootstrap: `prelude.js`, `inspect.js`, `format.js`, `clone.js`, `limits.js` and
-/// `bootstrap.js` inside one function, so nothing they declare lands in the global scope.
+/// The bootstrap: `prelude.js`, `inspect.js`, `format.js`, `clone.js`, `limits.js`,
+/// `url.js`, `fetch.js` and `bootstrap.js` inside one function, so nothing they
+/// declare lands in the global scope.
 const BOOTSTRAP: &str = concat!(
     "((globalThis) => {\n\"use strict\";\n",
     include_str!("js/prelude.js"),
@@ -29,6 +30,8 @@ const BOOTSTRAP: &str = concat!(
     include_str!("js/format.js"),
     include_str!("js/clone.js"),
     include_str!("js/limits.js"),
+    include_str!("js/url.js"),
+    include_str!("js/fetch.js"),
     include_str!("js/bootstrap.js"),
     "\n})(globalThis);\n"
 );

@@ -108,8 +108,10 @@ fn reserve_bytes<T: FsHost>(caller: &mut Caller<'_, T>, n: u64) -> wasmtime::Res
 /// Reserves what a write of `want` bytes to `fd` grows its file by: at
 /// `offset` (a positioned write), else at the descriptor's position, or at
 /// the end when it appends. The size a file reaches is charged, its holes
-/// included, never just the bytes written. A descriptor that cannot be
-/// located (not a file) is charged `want`.
+/// included, never just the bytes written. The append flag is asked only
+/// when the position is inside the file (a write at or past the end grows
+/// it at least as much either way). A descriptor whose size or position
+/// cannot be told (not a regular file) is charged `want`.
 fn reserve_write<T: FsHost>(
     caller: &mut Caller<'_, T>,
     fd: i32,
@@ -117,25 +119,44 @@ fn reserve_write<T: FsHost>(
     want: u64,
 ) -> wasmtime::Result<bool> {
     const APPEND: u16 = 1;
-    let (locate, page) = {
+    let (stat, tell, flags, page) = {
         let o = originals(caller)?;
-        (o.locate.clone(), o.stat_memory)
+        (
+            o.stat.clone(),
+            o.tell.clone(),
+            o.flags.clone(),
+            o.stat_memory,
+        )
     };
-    let mut buf = [0u8; 136];
-    if locate.call(&mut *caller, fd)? != 0 || page.read(&*caller, 0, &mut buf).is_err() {
+    let word = |caller: &mut Caller<'_, T>, at: usize| {
+        let mut bytes = [0u8; 8];
+        page.read(&*caller, at, &mut bytes).ok()?;
+        Some(u64::from_le_bytes(bytes))
+    };
+    if stat.call(&mut *caller, fd)? != 0 {
         return reserve_bytes(caller, want);
     }
-    let word = |at: usize| {
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(&buf[at..at + 8]);
-        u64::from_le_bytes(bytes)
+    let Some(size) = word(caller, 32) else {
+        return reserve_bytes(caller, want);
     };
-    let (size, position) = (word(32), word(64));
-    let append = u16::from_le_bytes([buf[130], buf[131]]) & APPEND != 0;
-    let at = offset.unwrap_or(if append { size } else { position });
-    let mut end = write_end(at, want);
-    if append {
-        end = end.max(write_end(size, want));
+    let position = match offset {
+        Some(offset) => offset,
+        None => match tell.call(&mut *caller, fd)? {
+            0 => match word(caller, 64) {
+                Some(position) => position,
+                None => return reserve_bytes(caller, want),
+            },
+            _ => return reserve_bytes(caller, want),
+        },
+    };
+    let mut end = write_end(position, want);
+    if position < size {
+        // Inside the file: an appending descriptor writes at the end instead.
+        let append = flags.call(&mut *caller, fd)? != 0
+            || word(caller, 128).is_none_or(|w| (w >> 16) as u16 & APPEND != 0);
+        if append {
+            end = end.max(write_end(size, want));
+        }
     }
     reserve_bytes(caller, growth(size, end))
 }

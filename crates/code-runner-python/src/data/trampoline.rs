@@ -57,22 +57,18 @@ fn trampoline_wat() -> String {
     wat
 }
 
-/// The stat trampoline: `fd_filestat_get` into a page of its own (`stat`),
-/// and `where`: that, then `fd_tell` at byte 64 and `fd_fdstat_get` at byte
-/// 128, the first failure's errno or 0 (what a write's growth is reckoned
-/// from: the size, the position, the append flag).
+/// The stat trampoline, on a page of its own: `stat` (`fd_filestat_get` at
+/// byte 0), `tell` (`fd_tell` at byte 64) and `flags` (`fd_fdstat_get` at
+/// byte 128), each answering its errno: what a write's growth is reckoned
+/// from (the size, the position, the append flag).
 const STAT_WAT: &str = r#"(module
   (import "wasi_snapshot_preview1" "fd_filestat_get" (func $st (param i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "fd_tell" (func $tell (param i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "fd_fdstat_get" (func $fdstat (param i32 i32) (result i32)))
   (memory (export "memory") 1)
   (func (export "stat") (param i32) (result i32) (call $st (local.get 0) (i32.const 0)))
-  (func (export "where") (param i32) (result i32) (local i32)
-    (local.set 1 (call $st (local.get 0) (i32.const 0)))
-    (if (local.get 1) (then (return (local.get 1))))
-    (local.set 1 (call $tell (local.get 0) (i32.const 64)))
-    (if (local.get 1) (then (return (local.get 1))))
-    (call $fdstat (local.get 0) (i32.const 128))))"#;
+  (func (export "tell") (param i32) (result i32) (call $tell (local.get 0) (i32.const 64)))
+  (func (export "flags") (param i32) (result i32) (call $fdstat (local.get 0) (i32.const 128))))"#;
 
 /// The two trampoline modules, compiled once per engine.
 pub struct Trampolines {
@@ -113,8 +109,10 @@ pub struct Originals {
     pub(super) path_rename: TypedFunc<(i32, i32, i32, i32, i32, i32), i32>,
     pub(super) poll_oneoff: F4,
     pub(super) stat: TypedFunc<i32, i32>,
-    /// `where` of the stat trampoline: size, position and flags of a descriptor.
-    pub(super) locate: TypedFunc<i32, i32>,
+    /// The stat trampoline's `tell`: a descriptor's position, at byte 64.
+    pub(super) tell: TypedFunc<i32, i32>,
+    /// The stat trampoline's `flags`: a descriptor's `fdstat`, at byte 128.
+    pub(super) flags: TypedFunc<i32, i32>,
     pub(super) stat_memory: Memory,
 }
 
@@ -153,7 +151,8 @@ impl Originals {
             path_rename: forward.get_typed_func(&mut *s, "path_rename")?,
             poll_oneoff: forward.get_typed_func(&mut *s, "poll_oneoff")?,
             stat: stat.get_typed_func(&mut *s, "stat")?,
-            locate: stat.get_typed_func(&mut *s, "where")?,
+            tell: stat.get_typed_func(&mut *s, "tell")?,
+            flags: stat.get_typed_func(&mut *s, "flags")?,
             stat_memory: stat
                 .get_memory(&mut *s, "memory")
                 .ok_or_else(|| wasmtime::Error::msg("the stat trampoline has no memory"))?,

@@ -1,5 +1,6 @@
 // code-runner's bootstrap: the globals guest code sees (console, timers,
-// TextEncoder/TextDecoder, performance, structuredClone) and the machinery the
+// TextEncoder/TextDecoder, performance, structuredClone, url.js's URL and
+// fetch.js's fetch with its classes) and the machinery the
 // runtime thread drives (binding namespaces, handlers, turn clean-up).
 //
 // It runs once, while the startup snapshot is made, inside a function whose
@@ -270,7 +271,30 @@ class TextDecoder {
   }
 }
 
+/** UTF-8 bytes allocated by the isolate's allocator (counted against external_mb), as `TextEncoder` makes them. */
+const encodeUtf8 = (text) => {
+  const bytes = new Uint8ArrayCtor(coreByteLength(text));
+  op_cr_encode_into(text, bytes);
+  return bytes;
+};
+const urls = makeUrl(core, { encodeUtf8 });
+/** `fetch` and its classes; `install` points them at the `iii` namespace's `fetch` binding. */
+const fetching = makeFetch(core, {
+  encodeUtf8,
+  setTimer,
+  reportUncaught,
+  opCall: op_cr_call,
+  opWait: op_cr_wait,
+  URL: urls.URL,
+  isParams: urls.isParams,
+});
+/** The namespace whose `fetch` function is the runtime's egress. */
+const FETCH_NAMESPACE = "iii";
+
 const globals = {
+  ...fetching.globals,
+  URL: urls.URL,
+  URLSearchParams: urls.URLSearchParams,
   console: consoleObject,
   setTimeout: (callback, delay, ...args) => setTimer(false, callback, delay, args),
   setInterval: (callback, delay, ...args) => setTimer(true, callback, delay, args),
@@ -406,6 +430,7 @@ function install(specJson) {
     else ObjectDefineProperty(globalThis, name, replaced);
   }
   installed = [];
+  fetching.setBinding(null);
   const define = (name, value) => {
     append(installed, [name, ObjectGetOwnPropertyDescriptor(globalThis, name)]);
     ObjectDefineProperty(globalThis, name, { __proto__: null, value, writable: true, configurable: true, enumerable: false });
@@ -425,6 +450,7 @@ function install(specJson) {
     for (let j = 0; j < ns.functions.length; j++) {
       const name = ns.functions[j];
       member(name, { [name]: (args) => callBinding(global, name, args, ErrorClass, memberProperty) }[name]);
+      if (name === "fetch" && global === FETCH_NAMESPACE) fetching.setBinding(global);
     }
     for (let j = 0; j < ns.registrars.length; j++) {
       const name = ns.registrars[j];

@@ -7,6 +7,7 @@
 mod abuse;
 mod basics;
 mod bindings;
+mod fetch;
 mod files;
 mod handlers;
 mod hostile;

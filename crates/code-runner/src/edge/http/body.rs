@@ -162,7 +162,21 @@ impl Default for BodyGate {
 /// budget until dropped (keep it while anything parses them).
 pub(crate) struct GatedBytes {
     pub(crate) bytes: Vec<u8>,
-    _held: BodyPermit,
+    held: BodyPermit,
+    gate: BodyGate,
+}
+
+impl GatedBytes {
+    /// Holds budget for `total` bytes in all (at most the whole budget, so
+    /// any body fits an idle server), for a parse that costs more than the
+    /// bytes; the same refusal as a body that does not fit.
+    pub(crate) fn hold_total(&mut self, total: usize) -> Result<(), Refusal> {
+        let total = match &self.gate.budget {
+            Some((_, max)) => total.min(*max),
+            None => return Ok(()),
+        };
+        self.gate.hold(&mut self.held, total)
+    }
 }
 
 /// Reads a request's body through the server's gate (from the request's
@@ -205,13 +219,14 @@ pub(crate) async fn read_gated(
                 ),
             )
         })??;
-    Ok(GatedBytes { bytes, _held: held })
+    Ok(GatedBytes { bytes, held, gate })
 }
 
 /// Checks, in one pass over `bytes` and without building anything, that
 /// they nest at most `max_depth` deep and hold at most `max_values` JSON
 /// values (every scalar, array and object counts: a number as much as an
-/// object). `what` names the text in the message, e.g. "the body".
+/// object). `what` names the text in the message, e.g. "the body". The
+/// shape measured, when within the limits.
 ///
 /// # Errors
 /// A message naming the limit that was passed.
@@ -220,7 +235,7 @@ pub(crate) fn check_shape(
     max_depth: usize,
     max_values: usize,
     what: &str,
-) -> Result<(), String> {
+) -> Result<code_runner_core::json::JsonShape, String> {
     let shape = code_runner_core::json::measure(bytes);
     if shape.depth > max_depth {
         return Err(format!(
@@ -234,7 +249,7 @@ pub(crate) fn check_shape(
             shape.values
         ));
     }
-    Ok(())
+    Ok(shape)
 }
 
 /// A request body that is JSON (an empty body is `{}`), read through the

@@ -82,7 +82,7 @@ async fn gate<R: AsyncBufRead + Unpin>(
                     "the JSON-RPC message",
                 );
                 match shape {
-                    Ok(()) => {
+                    Ok(_) => {
                         if pipe.write_all(&line).await.is_err() {
                             return;
                         }

@@ -9,13 +9,20 @@
 //! assertions) is refused with swc's message; decorators, which V8 does not
 //! run yet, are refused by name too.
 //!
-//! swc's parser, its visitor and the drop of its syntax tree all recurse once
-//! per level of nesting, about 3.4 KiB of native stack per level at worst
-//! (measured: 2,476 nested parentheses fill 8 MiB), and a stack overflow
-//! aborts the process. So [`guard`] bounds the nesting first, in one pass
-//! that never recurses: at most [`MAX_NESTING`] levels (brackets, template
-//! substitutions, type arguments, and operator chains that nest without
-//! brackets), far within what the runtime thread's stack holds.
+//! swc's parser, its visitor and the drop of its syntax tree all recurse
+//! once per level of nesting (up to 3.3 KiB of native stack per level), and
+//! a stack overflow aborts the process. Two walls stand in the way:
+//!
+//! - [`stack`]: swc runs on a stack that holds any nesting a source of its
+//!   length can have (every level costs at least a byte), so no source,
+//!   however it nests, overflows it; one too long for any stack the system
+//!   can reserve is refused;
+//! - [`guard`]: one pass that never recurses refuses more than
+//!   [`MAX_NESTING`] levels first (brackets, template substitutions, type
+//!   arguments, and operator chains that nest without brackets), with
+//!   Node's `ERR_INVALID_TYPESCRIPT_SYNTAX`, so what a strip touches of its
+//!   stack stays small (some 7 MiB at most). Property tests hold it to swc's
+//!   own tree (`properties`).
 
 use std::sync::{Arc, Mutex};
 
@@ -25,8 +32,8 @@ use swc_common::{BytePos, GLOBALS, Globals, SourceMap};
 use swc_ts_fast_strip::{ErrorCode, Mode, Options, operate};
 
 /// The most levels of nesting a TypeScript source may have. Written code
-/// nests tens deep; the runtime thread's stack holds some 9,000 levels of
-/// the stripper's deepest recursion, so this leaves a margin of four.
+/// nests tens deep; at 3.3 KiB a level at worst, a strip within it touches
+/// under 7 MiB of stack.
 pub const MAX_NESTING: usize = 2_000;
 
 /// Why a source could not be stripped.
@@ -108,9 +115,34 @@ pub fn module(source: &str) -> Result<String, StripError> {
 }
 
 /// Strips `source` (a module, or a script), reporting positions as if the
-/// first `offset` bytes (a wrapper on the first line) were not there.
+/// first `offset` bytes (a wrapper on the first line) were not there: the
+/// guard first, then swc on a stack deep enough for any source this long.
 fn strip(source: String, module: bool, offset: usize) -> Result<String, StripError> {
     guard(&source).map_err(|at| locate(&source, at, offset, INVALID, too_deep()))?;
+    let len = source.len();
+    let first_line: String = source
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(200)
+        .collect();
+    stack::run(len, move || swc(source, module, offset)).unwrap_or_else(|| {
+        Err(StripError {
+            code: INVALID,
+            message: format!(
+                "the code ({len} bytes) could not be stripped: no stack for it could be reserved"
+            ),
+            line: 1,
+            column: 0,
+            width: 1,
+            source_line: first_line.chars().skip(offset).collect(),
+        })
+    })
+}
+
+/// swc's strip of `source`, unguarded: its caller provides the stack.
+fn swc(source: String, module: bool, offset: usize) -> Result<String, StripError> {
     let cm: Lrc<SourceMap> = Default::default();
     let found = Arc::new(Mutex::new(Vec::new()));
     let handler = Handler::with_emitter(true, false, Box::new(Collect(found.clone())));
@@ -201,6 +233,9 @@ impl Emitter for Collect {
 }
 
 mod guard;
+#[cfg(test)]
+mod properties;
+mod stack;
 
 pub use guard::guard;
 
@@ -253,8 +288,15 @@ mod tests {
             guard(source).unwrap();
         }
         let guard_each = guard_started.elapsed() / rounds;
+        // The same strip on this thread: no hop to a strip thread.
+        let here_started = std::time::Instant::now();
+        for _ in 0..rounds {
+            guard(source).unwrap();
+            swc(source.to_string(), true, 0).unwrap();
+        }
+        let here_each = here_started.elapsed() / rounds;
         eprintln!(
-            "strip of {} bytes: {each:?} each (the guard's pass: {guard_each:?})",
+            "strip of {} bytes: {each:?} each (the guard's pass: {guard_each:?}; on the caller's thread: {here_each:?})",
             source.len()
         );
     }

@@ -167,6 +167,77 @@ async fn child_deep_nesting() {
     rt.close().await;
 }
 
+/// Sources that hid 60,000 nested parentheses from the nesting guard, which
+/// lexed them differently from swc (issue 29: swc overflowed the runtime
+/// thread's stack and aborted the process), as a program and as an imported
+/// `.ts` module, in a typescript runtime and in a node one: each is a clean
+/// `ERR_INVALID_TYPESCRIPT_SYNTAX` refusal and the runtime goes on (in a
+/// child process, since a regression would abort).
+#[test]
+fn nesting_hidden_by_lexing_is_refused_not_a_crash() {
+    in_child("typescript::child_hidden_nesting");
+}
+
+fn hidden_nesting() -> Vec<String> {
+    let deep = format!("{}1{}", "(".repeat(60_000), ")".repeat(60_000));
+    vec![
+        format!("// a line comment ended by a lone CR\r{deep}"),
+        format!("// ended by U+2028\u{2028}{deep}"),
+        format!("// ended by U+2029\u{2029}{deep}"),
+        format!("x = \"a string continued by backslash CR LF\\\r\n\" + {deep}"),
+        format!("x++ / {deep} / 1"),
+        format!("x-- / {deep} / 1"),
+        format!("x! / {deep} / 1"),
+        format!("x.return / {deep} / 1"),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "run by nesting_hidden_by_lexing_is_refused_not_a_crash in a child process"]
+async fn child_hidden_nesting() {
+    let (rt, _dir) = ts_runtime().await;
+    for program in hidden_nesting() {
+        let text = exception(&rt.run(turn(&program)).await);
+        assert!(
+            text.contains("ERR_INVALID_TYPESCRIPT_SYNTAX") && text.contains("nests more than"),
+            "{}",
+            &text[..text.len().min(300)]
+        );
+    }
+    assert_eq!(
+        value(&rt.run(turn("const n: number = 2; return n")).await),
+        json!(2)
+    );
+    rt.close().await;
+    // A node runtime strips a `.ts` module when it is imported.
+    let (rt, _dir) = runtime().await;
+    let modules = serde_json::to_string(&hidden_nesting()).unwrap();
+    let program = format!(
+        r#"
+const refused = [];
+for (const [n, source] of {modules}.entries()) {{
+  await iii.files.write(`m${{n}}.ts`, "export const x = 1, y = 1, a = 1, b = 1;\n" + source);
+  try {{ await import(`./m${{n}}.ts`); refused.push("imported"); }}
+  catch (e) {{ refused.push(`${{e.name}}: ${{e.message}}`.slice(0, 300)); }}
+}}
+return refused;
+"#
+    );
+    let out = value(&rt.run(with_iii(&program)).await);
+    let refused = out.as_array().expect("a list");
+    assert_eq!(refused.len(), 8);
+    for text in refused {
+        let text = text.as_str().unwrap();
+        assert!(
+            text.starts_with("TypeError: [ERR_INVALID_TYPESCRIPT_SYNTAX]")
+                && text.contains("nests more than"),
+            "{text}"
+        );
+    }
+    assert_eq!(value(&rt.run(turn("return 1 + 1")).await), json!(2));
+    rt.close().await;
+}
+
 /// `.ts` modules written with `iii.files` are stripped when imported, and
 /// import types from each other with `import type`; a program reaches their
 /// types through `import('./m.ts').T`. A refused construct in a module is

@@ -22,6 +22,8 @@ mod faults;
 mod data;
 // Python's urllib and http.client through the worker's egress, in both interpreters.
 mod fetch_python;
+// JavaScript's `fetch` through the worker's egress, against loopback servers.
+mod fetch;
 
 // — What bounds a tenant —
 // Runtime slots: `max_runtimes`, the shares of what guest code starts, lines.

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::Refusal;
-use super::server::Conn;
+use super::server::{Conn, DEFAULT_BODY_READ_TIMEOUT};
 
 /// Largest request body accepted: 1 MiB of source survives JSON escaping with room to spare.
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
@@ -34,14 +34,6 @@ pub const MAX_BODY_JSON_VALUES: usize = 256 * 1024;
 
 /// Deepest nesting of arrays and objects a body may use (serde_json's own limit).
 pub const MAX_BODY_JSON_DEPTH: usize = 128;
-
-/// Default time a client has to deliver a whole request body, from the
-/// moment its headers are in.
-pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Default ceiling on request-body bytes buffered at once across every
-/// connection: 16 bodies at the 16 MiB limit.
-pub const DEFAULT_MAX_BUFFERED_BODY_BYTES: usize = 256 * 1024 * 1024;
 
 /// Budget unit: permits count KiB so the largest budget fits a `u32`.
 const PERMIT_BYTES: usize = 1024;

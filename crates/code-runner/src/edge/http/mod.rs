@@ -23,11 +23,11 @@ use serde_json::json;
 
 pub use crate::edge::api::Api;
 
-pub use body::{
-    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_BUFFERED_BODY_BYTES, JsonBody, MAX_BODY_BYTES,
-    MAX_BODY_JSON_DEPTH, MAX_BODY_JSON_VALUES,
+pub use body::{JsonBody, MAX_BODY_BYTES, MAX_BODY_JSON_DEPTH, MAX_BODY_JSON_VALUES};
+pub use server::{
+    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_BUFFERED_BODY_BYTES,
+    DEFAULT_MAX_CONNECTIONS, HttpOptions,
 };
-pub use server::{DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, HttpOptions};
 
 pub(crate) use body::{check_shape, read_gated};
 pub(crate) use server::{ClientAddr, LongLived};

@@ -36,6 +36,13 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::Notify;
 use tower::ServiceExt;
 
+/// Default time a client has to deliver a whole request body, from the
+/// moment its headers are in.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default ceiling on request-body bytes buffered at once across every
+/// connection: 16 bodies at the 16 MiB limit.
+pub const DEFAULT_MAX_BUFFERED_BODY_BYTES: usize = 256 * 1024 * 1024;
+
 /// Default cap on open connections.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
@@ -82,8 +89,8 @@ impl Default for HttpOptions {
         HttpOptions {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
-            body_read_timeout: super::body::DEFAULT_BODY_READ_TIMEOUT,
-            max_buffered_body_bytes: super::body::DEFAULT_MAX_BUFFERED_BODY_BYTES,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            max_buffered_body_bytes: DEFAULT_MAX_BUFFERED_BODY_BYTES,
             allow_origins: Vec::new(),
             allow_hosts: Vec::new(),
         }

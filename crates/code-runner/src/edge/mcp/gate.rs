@@ -26,6 +26,19 @@ use serde_json::json;
 use super::http::{Admission, SessionFull};
 use crate::edge::http::{ClientAddr, LongLived, MAX_BODY_JSON_DEPTH, check_shape, read_gated};
 
+/// The `/mcp` service over `api`: the SDK's ([`super::http::sdk_service`])
+/// behind this gate.
+pub fn service<A: crate::edge::api::Api>(
+    api: A,
+) -> Gated<
+    rmcp::transport::streamable_http_server::StreamableHttpService<
+        super::McpServer<A>,
+        super::http::Bounded,
+    >,
+> {
+    Gated::new(super::http::sdk_service(api))
+}
+
 /// Most JSON values one MCP message may hold. The SDK's parse costs a few
 /// hundred bytes per value (twice buffered, numbers as strings), so this
 /// keeps one message's tree near 20 MiB; a tool's arguments rarely hold more

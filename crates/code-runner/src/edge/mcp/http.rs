@@ -1,6 +1,6 @@
 //! MCP over streamable HTTP, mounted at `/mcp` by the HTTP API (behind its
 //! Host, Origin and connection rules; the SDK's own Host check is off, ours
-//! ran first), its bodies read through the API's body gate ([`super::gate`]).
+//! ran first), its bodies read through the API's body gate (`gate.rs`).
 //!
 //! Sessions are bounded: at most [`MAX_SESSIONS`] live at once and
 //! [`MAX_SESSIONS_PER_CLIENT`] per client address, so one client keeping
@@ -27,7 +27,6 @@ use rmcp::transport::streamable_http_server::session::{
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use super::McpServer;
-use super::gate::Gated;
 use crate::edge::api::Api;
 use crate::edge::http::MAX_BODY_BYTES;
 
@@ -40,13 +39,14 @@ pub const MAX_STANDALONE_STREAMS: usize = 2;
 /// A session with no request for this long is closed.
 pub const SESSION_IDLE: Duration = Duration::from_secs(300);
 
-/// The `/mcp` service over `api`.
-pub fn service<A: Api>(api: A) -> Gated<StreamableHttpService<McpServer<A>, Bounded>> {
+/// The SDK's `/mcp` service over `api`, under the session caps; what
+/// `/mcp` serves is this behind the body gate ([`super::gate::service`]).
+pub fn sdk_service<A: Api>(api: A) -> StreamableHttpService<McpServer<A>, Bounded> {
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(SESSION_IDLE);
     let mut config = StreamableHttpServerConfig::default().disable_allowed_hosts();
     config.max_request_body_bytes = MAX_BODY_BYTES;
-    Gated::new(StreamableHttpService::new(
+    StreamableHttpService::new(
         move || Ok(McpServer::new(api.clone())),
         Arc::new(Bounded {
             sdk: sessions,
@@ -54,7 +54,7 @@ pub fn service<A: Api>(api: A) -> Gated<StreamableHttpService<McpServer<A>, Boun
             streams: Mutex::default(),
         }),
         config,
-    ))
+    )
 }
 
 tokio::task_local! {

@@ -23,7 +23,7 @@ mod stdio;
 pub mod tools;
 
 pub use follow::followers;
-pub use http::service;
+pub use gate::service;
 
 use std::sync::{Arc, Mutex};
 

@@ -230,3 +230,71 @@ async fn fetch_works_from_a_sandbox_process() {
         );
     }
 }
+
+/// `egress_allow` applies to the next call: a kept runtime refused while it
+/// is empty reaches the server once the list names it, and is refused again
+/// once it no longer does.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kept_runtime_follows_live_changes_of_egress_allow() {
+    let (addr, _) = loopback().await;
+    let server = Server::with_config("").await;
+    let first = server
+        .call(
+            "code-runner::run",
+            json!({"lang": "node", "keep": true, "code": "globalThis.n = 0; return 1"}),
+        )
+        .await
+        .ok()
+        .clone();
+    let id = first["runtime_id"]
+        .as_str()
+        .expect("a runtime_id")
+        .to_string();
+    let code = format!(
+        "try {{ return (await fetch('http://{addr}/json')).status }} catch (e) {{ return e.message }}"
+    );
+    let attempt = |code: String| {
+        let (server, id) = (&server, id.clone());
+        async move {
+            server
+                .call("code-runner::run", json!({"runtime_id": id, "code": code}))
+                .await
+                .ok()["result"]
+                .clone()
+        }
+    };
+    let refused = attempt(code.clone()).await;
+    assert!(
+        refused
+            .as_str()
+            .is_some_and(|m| m.contains("not in egress_allow")),
+        "{refused}"
+    );
+    let server = &server;
+    let set = |allow: Value| async move {
+        let mut value = server
+            .call("configuration::get", json!({"id": "code-runner"}))
+            .await
+            .ok()["value"]
+            .clone();
+        value["egress_allow"] = allow;
+        server
+            .call(
+                "configuration::set",
+                json!({"id": "code-runner", "value": value}),
+            )
+            .await
+            .ok()
+            .clone()
+    };
+    set(json!([addr.to_string()])).await;
+    assert_eq!(attempt(code.clone()).await, json!(200));
+    set(json!([])).await;
+    let again = attempt(code).await;
+    assert!(
+        again
+            .as_str()
+            .is_some_and(|m| m.contains("not in egress_allow")),
+        "{again}"
+    );
+}

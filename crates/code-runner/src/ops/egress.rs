@@ -15,7 +15,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use code_runner_core::wire::EgressUsage;
 use code_runner_core::{AbortSignal, BindingCall, BindingError, Config};
-use code_runner_egress::{Allow, Egress, Gate, Policy, Request, SecretSpec, Secrets, Usage};
+use code_runner_egress::{Allow, Egress, Gate, Policy, Request, Secrets, Usage};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -59,15 +59,7 @@ fn keys(config: &Config) -> Keys {
 /// The policy `config` describes; the error names what is wrong.
 pub(crate) fn policy_of(config: &Config) -> Result<Policy, String> {
     let allow = Allow::parse(&config.egress_allow).map_err(|err| format!("egress_allow: {err}"))?;
-    let specs: Vec<SecretSpec> = config
-        .egress_secrets
-        .iter()
-        .map(|(name, secret)| SecretSpec {
-            name: name.clone(),
-            env: secret.env.clone(),
-            hosts: secret.hosts.clone(),
-        })
-        .collect();
+    let specs = crate::settings::secret_specs(config);
     let secrets = Secrets::load(&specs, |var| std::env::var(var).ok())?;
     Ok(Policy {
         allow,
@@ -102,7 +94,8 @@ impl EgressState {
 
     /// `iii.secrets`: each secret's name and placeholder.
     pub(crate) fn secrets(&self, config: &Config) -> Value {
-        if self.refresh(config).is_err() {
+        // Every turn asks: with no secret configured, nothing to build.
+        if config.egress_secrets.is_empty() || self.refresh(config).is_err() {
             return json!({});
         }
         let policy = self.egress.policy();

@@ -13,6 +13,7 @@
 
 mod file;
 mod validate;
+pub(crate) use validate::secret_specs;
 mod watch;
 
 use std::sync::{Arc, RwLock};

@@ -69,12 +69,9 @@ pub(crate) fn parse_value(value: &Value) -> Result<Config, RunnerError> {
     Ok(config)
 }
 
-/// `egress_allow` and `egress_secrets` entries parse (a secret's variable
-/// is read when a request needs it: unset, the requests are refused).
-fn check_egress(config: &Config) -> Result<(), RunnerError> {
-    code_runner_egress::Allow::parse(&config.egress_allow)
-        .map_err(|err| RunnerError::invalid(format!("config key `egress_allow`: {err}")))?;
-    let specs: Vec<code_runner_egress::SecretSpec> = config
+/// The configuration's `egress_secrets` as the egress crate takes them.
+pub(crate) fn secret_specs(config: &Config) -> Vec<code_runner_egress::SecretSpec> {
+    config
         .egress_secrets
         .iter()
         .map(|(name, secret)| code_runner_egress::SecretSpec {
@@ -82,8 +79,15 @@ fn check_egress(config: &Config) -> Result<(), RunnerError> {
             env: secret.env.clone(),
             hosts: secret.hosts.clone(),
         })
-        .collect();
-    code_runner_egress::Secrets::load(&specs, |_| Some("set-for-the-check".into()))
+        .collect()
+}
+
+/// `egress_allow` and `egress_secrets` entries parse (a secret's variable
+/// is read when a request needs it: unset, the requests are refused).
+fn check_egress(config: &Config) -> Result<(), RunnerError> {
+    code_runner_egress::Allow::parse(&config.egress_allow)
+        .map_err(|err| RunnerError::invalid(format!("config key `egress_allow`: {err}")))?;
+    code_runner_egress::Secrets::load(&secret_specs(config), |_| Some("set-for-the-check".into()))
         .map(drop)
         .map_err(|err| RunnerError::invalid(format!("config key {err}")))
 }

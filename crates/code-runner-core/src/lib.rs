@@ -60,6 +60,6 @@ pub use error::{ErrorCode, MAX_ERROR_MESSAGE_BYTES, RunnerError, bound_message};
 pub use fs::create_private_dir;
 pub use settle::{Settled, ValuePolicy, cap_images, settle_completion, settle_response};
 pub use wire::{
-    Lang, RegisterRequest, RegisterResponse, RunRequest, RunResponse, TeardownRequest,
-    TeardownResponse,
+    CollectedFile, FileInput, Lang, RegisterRequest, RegisterResponse, RunRequest, RunResponse,
+    TeardownRequest, TeardownResponse,
 };

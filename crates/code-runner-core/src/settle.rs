@@ -103,6 +103,7 @@ pub fn settle_response(
         runtime_id,
         usage,
         images: Vec::new(),
+        files: Vec::new(),
     })
 }
 

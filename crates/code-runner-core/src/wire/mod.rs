@@ -81,6 +81,27 @@ pub struct RunRequest {
     /// Python only: linear-memory ceiling in MiB for a new runtime (default 128, at least 40, at most the configured `max_memory_mb`). Fixed when the runtime is created, so it is refused alongside a `runtime_id`.
     #[serde(default)]
     pub memory_mb: Option<u64>,
+    /// Files written before the code runs: into `/work` for python, into the runtime's `iii.files` directory for node and typescript; on a kept runtime they stay for later turns. Paths are relative and normalised (`a/./b` is `a/b`); an absolute path, `..`, NUL, an empty or over-long component, a duplicate, or too many files is `code-runner::invalid_payload` naming the path. They count against the runtime's scratch quota and file count: past them the run is `code-runner::resource_exhausted` before any code runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileInput>,
+    /// Globs, relative to the same root as `files` (`*` does not cross `/`, `**` does), naming the files to return in the response's `files` once the code has run, even when it failed. Symlinks are never followed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub collect: Vec<String>,
+}
+
+/// A file the client gives a run: its path and its content, as text or as base64 (exactly one of them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "FileInput")]
+pub struct FileInput {
+    /// Where the file goes, relative to python's `/work` or node's `iii.files` directory (`data/in.csv`); parent directories are created.
+    pub path: String,
+    /// The content as UTF-8 text. Exactly one of `text` and `base64`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The content as base64 (standard alphabet, padded), for binary files. Exactly one of `text` and `base64`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base64: Option<String>,
 }
 
 /// The response of `code-runner::run`.
@@ -110,6 +131,23 @@ pub struct RunResponse {
     /// The figures the program showed, in order (python with the data stack: `plt.show()`, `display(fig)`), at most `max_images` of them and `max_image_bytes` of data in all. Past either cap the list ends with a `text/plain` entry whose `data` is an omission marker (plain text, not base64) saying what was left out. Absent when the run showed none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<Image>,
+    /// The files the request's `collect` globs matched once the code had run (also when it failed), sorted by path, at most `max_collect_files` of them and `max_collect_bytes` of base64 in all. Past either cap the list ends with an omission marker: an entry with an empty `path`, `mime_type` `text/plain`, `size` 0 and, in `base64`, plain text (not base64) saying how many files and bytes were left out and which cap. Absent when nothing matched.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<CollectedFile>,
+}
+
+/// A file a run left that a `collect` glob matched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "CollectedFile")]
+pub struct CollectedFile {
+    /// Its path relative to the root (`out/clean.csv`); empty only for the omission marker that ends a capped list.
+    pub path: String,
+    /// Its MIME type, from the extension (`text/csv`, `image/png`, ...; `application/octet-stream` when unknown); `text/plain` for the omission marker.
+    pub mime_type: String,
+    /// The file's size in bytes (before base64); 0 for the omission marker.
+    pub size: u64,
+    /// The file's bytes, base64-encoded (standard alphabet, padded); the omission marker's text as is.
+    pub base64: String,
 }
 
 /// An image a run produced, e.g. a matplotlib figure the program showed.

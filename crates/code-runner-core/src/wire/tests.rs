@@ -43,6 +43,8 @@ fn schemas_match_the_contract() {
         (
             pairs(&[
                 ("code", json!("string")),
+                ("collect", json!("array")),
+                ("files", json!("array")),
                 ("keep", json!("boolean")),
                 ("lang", Value::Null),
                 ("memory_mb", json!(["integer", "null"])),
@@ -66,6 +68,7 @@ fn schemas_match_the_contract() {
             pairs(&[
                 ("duration_ms", json!("integer")),
                 ("exit_code", json!("integer")),
+                ("files", json!("array")),
                 ("images", json!("array")),
                 ("result", Value::Null),
                 ("runtime_id", json!(["string", "null"])),
@@ -232,9 +235,70 @@ fn absent_runtime_id_is_absent_not_null() {
         result: Value::Null,
         runtime_id: None,
         images: Vec::new(),
+        files: Vec::new(),
     };
     let value = serde_json::to_value(response).unwrap();
     assert!(value.get("runtime_id").is_none());
     assert!(value.get("images").is_none(), "no images, no key");
+    assert!(value.get("files").is_none(), "no files, no key");
     assert_eq!(value.get("result"), Some(&Value::Null));
+}
+
+/// `files` and `collect` default to empty; a file input refuses unknown
+/// fields; the collected file's schema has its four required fields.
+#[test]
+fn files_in_and_out_shapes() {
+    let run: RunRequest = serde_json::from_value(json!({"code": "x"})).unwrap();
+    assert!(run.files.is_empty() && run.collect.is_empty());
+    let run: RunRequest = serde_json::from_value(json!({
+        "code": "x",
+        "files": [{"path": "a.txt", "text": "hi"}, {"path": "b.bin", "base64": "AAE="}],
+        "collect": ["out/*.csv"],
+    }))
+    .unwrap();
+    assert_eq!(run.files[0].text.as_deref(), Some("hi"));
+    assert_eq!(run.files[1].base64.as_deref(), Some("AAE="));
+    assert_eq!(run.collect, vec!["out/*.csv".to_string()]);
+    let back = serde_json::to_value(RunRequest {
+        files: Vec::new(),
+        collect: Vec::new(),
+        ..run
+    })
+    .unwrap();
+    assert!(back.get("files").is_none() && back.get("collect").is_none());
+    let err = serde_json::from_value::<RunRequest>(
+        json!({"code": "x", "files": [{"path": "a", "data": "x"}]}),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("unknown field `data`"), "{err}");
+
+    let run = schema_of::<RunRequest>();
+    let input = &run["definitions"]["FileInput"];
+    assert_eq!(
+        shape(input),
+        (
+            pairs(&[
+                ("base64", json!(["string", "null"])),
+                ("path", json!("string")),
+                ("text", json!(["string", "null"])),
+            ]),
+            vec!["path".to_string()]
+        )
+    );
+    let response = schema_of::<RunResponse>();
+    let collected = &response["definitions"]["CollectedFile"];
+    assert_eq!(
+        shape(collected),
+        (
+            pairs(&[
+                ("base64", json!("string")),
+                ("mime_type", json!("string")),
+                ("path", json!("string")),
+                ("size", json!("integer")),
+            ]),
+            ["base64", "mime_type", "path", "size"]
+                .map(String::from)
+                .to_vec()
+        )
+    );
 }

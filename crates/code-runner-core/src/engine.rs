@@ -212,6 +212,9 @@ pub enum Fault {
     Protocol(String),
     /// The engine could not be started at all (e.g. python.wasm missing).
     Unavailable(String),
+    /// The runtime was gone before the turn began (its sandbox process
+    /// died): the turn's code never ran, so a caller may run it elsewhere.
+    NotStarted(String),
 }
 
 impl Fault {
@@ -222,7 +225,7 @@ impl Fault {
             Fault::Aborted => FailureKind::Abort,
             Fault::ResourceExhausted(_) | Fault::Crashed(_) => FailureKind::WorkerExit,
             Fault::Protocol(_) => FailureKind::Protocol,
-            Fault::Unavailable(_) => FailureKind::SandboxUnavailable,
+            Fault::Unavailable(_) | Fault::NotStarted(_) => FailureKind::SandboxUnavailable,
         }
     }
 
@@ -241,6 +244,10 @@ impl Fault {
             Fault::Crashed(what) => (ErrorCode::Engine, format!("the interpreter died: {what}")),
             Fault::Protocol(what) => (ErrorCode::Engine, format!("engine protocol error: {what}")),
             Fault::Unavailable(what) => (ErrorCode::Engine, what.clone()),
+            Fault::NotStarted(what) => (
+                ErrorCode::Expired,
+                format!("the runtime ended before the run began ({what})"),
+            ),
         };
         RunnerError::new(code, message)
     }

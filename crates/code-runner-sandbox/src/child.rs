@@ -95,12 +95,24 @@ struct State {
     aborts: Mutex<HashMap<u64, AbortSignal>>,
     calls: Mutex<HashMap<u64, oneshot::Sender<Result<Value, BindingError>>>>,
     next_call: AtomicU64,
-    out: mpsc::UnboundedSender<Vec<u8>>,
+    out: mpsc::UnboundedSender<Outgoing>,
 }
+
+/// An encoded frame, and who waits until it is written to the socket.
+type Outgoing = (Vec<u8>, Option<oneshot::Sender<()>>);
 
 impl State {
     fn send(&self, frame: Frame<FromChild>) {
-        let _ = self.out.send(frame.encode());
+        let _ = self.out.send((frame.encode(), None));
+    }
+
+    /// Sends `frame` and waits until it is in the socket, where the worker
+    /// reads it even if this process dies the next instant.
+    async fn send_written(&self, frame: Frame<FromChild>) {
+        let (tx, rx) = oneshot::channel();
+        if self.out.send((frame.encode(), Some(tx))).is_ok() {
+            let _ = rx.await;
+        }
     }
 }
 
@@ -111,12 +123,15 @@ async fn serve(
     probe: bool,
 ) {
     let (mut reader, mut writer) = stream.into_split();
-    let (out, mut frames) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (out, mut frames) = mpsc::unbounded_channel::<Outgoing>();
     tokio::spawn(async move {
         use tokio::io::AsyncWriteExt;
-        while let Some(bytes) = frames.recv().await {
+        while let Some((bytes, written)) = frames.recv().await {
             if writer.write_all(&bytes).await.is_err() {
                 break;
+            }
+            if let Some(written) = written {
+                let _ = written.send(());
             }
         }
     });
@@ -267,7 +282,7 @@ async fn run(
                 },
                 blobs: vec![bytes.to_vec()],
             };
-            let _ = out.send(frame.encode());
+            let _ = out.send((frame.encode(), None));
         })
     });
     let spec = TurnSpec {
@@ -278,6 +293,12 @@ async fn run(
         abort,
         live,
     };
+    // Before any of the code runs: without this frame, the worker knows
+    // that a death of this process came before the code (it may run it
+    // again elsewhere); every frame the code causes comes after it.
+    state
+        .send_written(Frame::new(FromChild::Begun { turn }))
+        .await;
     let answer = match parts.images {
         true => target.run_with_images(spec).await,
         false => (target.run(spec).await, TurnImages::default()),

@@ -56,6 +56,9 @@ pub(crate) struct TurnContext {
     pub(crate) live: Option<LiveOutput>,
     /// Live bytes still accepted per stream (stdout, stderr).
     pub(crate) live_left: [usize; 2],
+    /// Set when the child says the turn's code is about to run; the turn
+    /// holds it too, as the connection forgets its turns when the child dies.
+    pub(crate) begun: Arc<AtomicBool>,
 }
 
 /// One sandbox process and its connection.
@@ -303,6 +306,12 @@ fn dispatch(conn: &Arc<Conn>, frame: Frame<FromChild>) {
             (TURN, *turn)
         }
         FromChild::Closed { runtime } => (CLOSE, *runtime),
+        FromChild::Begun { turn } => {
+            if let Some(ctx) = lock(&conn.turns).get(turn) {
+                ctx.begun.store(true, Ordering::SeqCst);
+            }
+            return;
+        }
         FromChild::Live { turn, stderr } => {
             live(conn, *turn, *stderr, frame.blobs.first());
             return;

@@ -242,6 +242,13 @@ pub enum FromChild {
         /// Why it did not boot.
         error: Option<ErrorWire>,
     },
+    /// Turn `turn` is about to run its code. The child writes it to the
+    /// socket before the code starts, so a worker that saw the child die
+    /// without it knows the code never ran.
+    Begun {
+        /// The turn's id.
+        turn: u64,
+    },
     /// A turn's outcome; blobs: stdout head, stdout tail, stderr head, stderr tail.
     Outcome {
         /// The turn's id.
@@ -412,6 +419,7 @@ pub enum EndingWire {
     Crashed(String),
     Protocol(String),
     Unavailable(String),
+    NotStarted(String),
 }
 
 /// [`Completion`] on the wire.
@@ -471,6 +479,7 @@ impl From<&TurnEnding> for EndingWire {
                 Fault::Crashed(s) => EndingWire::Crashed(s.clone()),
                 Fault::Protocol(s) => EndingWire::Protocol(s.clone()),
                 Fault::Unavailable(s) => EndingWire::Unavailable(s.clone()),
+                Fault::NotStarted(s) => EndingWire::NotStarted(s.clone()),
             },
         }
     }
@@ -511,6 +520,7 @@ impl From<EndingWire> for TurnEnding {
             EndingWire::Crashed(s) => Fault::Crashed(s),
             EndingWire::Protocol(s) => Fault::Protocol(s),
             EndingWire::Unavailable(s) => Fault::Unavailable(s),
+            EndingWire::NotStarted(s) => Fault::NotStarted(s),
         };
         TurnEnding::Faulted(fault)
     }

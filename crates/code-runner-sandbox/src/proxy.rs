@@ -109,13 +109,17 @@ impl SandboxRuntime {
     async fn turn(&self, spec: TurnSpec, images: bool) -> (TurnOutcome, TurnImages) {
         let cap = spec.max_stream_bytes;
         let conn = &self.conn;
-        if self.closed.load(Ordering::SeqCst) || conn.is_dead() {
+        if self.closed.load(Ordering::SeqCst) {
             return (faulted(cap, Fault::Aborted), TurnImages::default());
         }
         let turn = self.pool.next_id();
         let Some(reply) = conn.expect(TURN, turn) else {
-            return (faulted(cap, Fault::Aborted), TurnImages::default());
+            return (
+                faulted(cap, Fault::NotStarted(conn.death())),
+                TurnImages::default(),
+            );
         };
+        let begun = Arc::new(AtomicBool::new(false));
         let deadline = Instant::now() + spec.timeout;
         let budget = cap.unwrap_or(UNCAPPED_STREAM_CEILING);
         let bindings: Vec<NamespaceWire> = spec
@@ -140,6 +144,7 @@ impl SandboxRuntime {
                 deadline,
                 live: spec.live.clone(),
                 live_left: [budget, budget],
+                begun: begun.clone(),
             },
         );
         let ending = EndGuard {
@@ -183,6 +188,12 @@ impl SandboxRuntime {
                 header: FromChild::Outcome { outcome, .. },
                 blobs,
             }) => rebuild(cap, outcome, blobs),
+            // The child died. Its frames before its death were all read
+            // first, so without `Begun` the code never ran.
+            _ if !begun.load(Ordering::SeqCst) => (
+                faulted(cap, Fault::NotStarted(conn.death())),
+                TurnImages::default(),
+            ),
             _ => (
                 faulted(cap, Fault::Crashed(conn.death())),
                 TurnImages::default(),

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use code_runner_core::wire::{RunRequest, RunResponse, schema_of};
 use code_runner_core::{
-    AbortSignal, ErrorCode, ImageCaps, OutputCaps, RunnerError, Task, TurnEnding, TurnImages,
-    TurnOutcome, TurnSpec, cap_images, settle_response,
+    AbortSignal, ErrorCode, Fault, ImageCaps, OutputCaps, RunnerError, Task, TurnEnding,
+    TurnImages, TurnOutcome, TurnSpec, cap_images, settle_response,
 };
 use serde_json::Value;
 
@@ -54,7 +54,8 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
             .min(left.max(Duration::from_millis(1))),
         None => config.timeout(request.timeout_ms)?,
     };
-    let scope = match (&caller.guest, &caller.cancel) {
+    // A signal per attempt: a turn's fires when it answers.
+    let new_scope = || match (&caller.guest, &caller.cancel) {
         (Some(guest), _) => guest.scope.child(),
         (None, Some(cancel)) => cancel.child(),
         (None, None) => AbortSignal::new(),
@@ -70,14 +71,21 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
         egress: egress.clone(),
     };
     // The turn's signal is its scope: the bounded runtime fires it when the
-    // turn answers, which ends the runs its guest code started.
-    let turn = move |context: GuestContext| TurnSpec {
-        live: output,
-        task: Task::Program(code),
-        timeout,
-        bindings: guest::bindings(weak, context.within(scope.clone()).metered(egress)).bindings,
-        max_stream_bytes: caps.max_stream_bytes,
-        abort: scope,
+    // turn answers, which ends the runs its guest code started. A retried
+    // turn gets what is left of the run's budget.
+    let turn = |context: GuestContext| {
+        let scope = new_scope();
+        let bindings = context.within(scope.clone()).metered(egress.clone());
+        TurnSpec {
+            live: output.clone(),
+            task: Task::Program(code.clone()),
+            timeout: timeout
+                .saturating_sub(started.elapsed())
+                .max(Duration::from_millis(1)),
+            bindings: guest::bindings(weak.clone(), bindings).bindings,
+            max_stream_bytes: caps.max_stream_bytes,
+            abort: scope,
+        }
     };
     let elapsed =
         |started: Instant| u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -130,24 +138,38 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
         .begin(crate::ops::parent_of(&caller), lasting, config.max_runtimes)?;
     let live = Live::new(&ops, key);
     let slot = ops.registry.acquire(config.max_runtimes)?;
-    let warm = ops
-        .pool(lang)
-        .filter(|pool| pool.memory_mb() == memory_mb)
-        .and_then(|pool| pool.take());
-    let (runtime, dir) = match warm {
-        Some(warm) => (warm.runtime, warm.dir),
-        None => {
-            let dir = ops.engines.work_dir(lang)?;
-            let options = ops
-                .engines
-                .runtime_options(&config, lang, memory_mb, dir.0.clone());
-            (engine.spawn(options).await?, dir)
-        }
+    let fresh = || async {
+        let warm = ops
+            .pool(lang)
+            .filter(|pool| pool.memory_mb() == memory_mb)
+            .and_then(|pool| pool.take());
+        let (runtime, dir) = match warm {
+            Some(warm) => (warm.runtime, warm.dir),
+            None => {
+                let dir = ops.engines.work_dir(lang)?;
+                let options = ops
+                    .engines
+                    .runtime_options(&config, lang, memory_mb, dir.0.clone());
+                (engine.spawn(options).await?, dir)
+            }
+        };
+        Ok::<_, RunnerError>((crate::ops::retire::attach(&ops, key, runtime), dir))
     };
-    let runtime = crate::ops::retire::attach(&ops, key, runtime);
-    let (outcome, images) = runtime
+    let (mut runtime, mut dir) = fresh().await?;
+    let (mut outcome, mut images) = runtime
         .run_with_images(turn(GuestContext::of(&ops, key, lang, None)))
         .await;
+    if !request.keep && matches!(outcome.ending, TurnEnding::Faulted(Fault::NotStarted(_))) {
+        // Its runtime died before the code began (a sandbox process died
+        // between the pool's check and the turn): once more, on a fresh one.
+        tracing::info!(%lang, "a one-shot's runtime was gone before its code ran; run again");
+        runtime.close().await;
+        dir.remove().await;
+        (runtime, dir) = fresh().await?;
+        (outcome, images) = runtime
+            .run_with_images(turn(GuestContext::of(&ops, key, lang, None)))
+            .await;
+    }
     let succeeded = matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, .. });
     if request.keep && succeeded {
         let id = new_runtime_id(ops.worker_name());

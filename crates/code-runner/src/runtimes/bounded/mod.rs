@@ -127,6 +127,9 @@ impl Runtime for Bounded {
             };
             if self.runtime.is_gone() {
                 self.give_up("its sandbox process died");
+                turn.abort.abort();
+                let fault = Fault::NotStarted("its sandbox process died".to_string());
+                return (outcome(cap, fault), TurnImages::default());
             }
             if self.lost.load(Ordering::SeqCst) {
                 turn.abort.abort();

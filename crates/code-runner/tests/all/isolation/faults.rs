@@ -198,3 +198,88 @@ async fn one_shots_after_a_killed_process_never_get_its_warm_runtimes() {
         );
     }
 }
+
+/// Issue 29, item 9, the last window: a warm node runtime's process dies
+/// after the pool handed it out but before the turn's code began (the
+/// process is stopped, so the turn's frame waits unread in its socket,
+/// then killed). The one-shot never ran, so it runs again on a fresh
+/// runtime and answers, instead of `code-runner::engine`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_one_shot_whose_process_dies_before_its_code_runs_runs_again() {
+    let server = crate::helpers::Server::with_config(
+        "isolation: process\nsandbox_processes: 2\nwarm_pool: 1\n",
+    )
+    .await;
+    let mut victim = None;
+    for _ in 0..1200 {
+        let placed = processes(&server).await;
+        if placed.len() == 2 && placed.iter().map(|(_, n)| n).sum::<u64>() == 1 {
+            victim = placed.iter().find(|(_, n)| *n == 1).map(|(pid, _)| *pid);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let victim = victim.expect("the warm runtime is placed");
+    super::signal(victim, SIGSTOP);
+    let (answer, ()) = tokio::join!(server.run_in("node", "return 2 + 2"), async {
+        // Whether or not its frame was sent by then, the code cannot run.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        super::signal(victim, 9);
+    });
+    assert!(
+        answer.status.is_success() && answer.body["result"] == json!(4),
+        "the one-shot ran again elsewhere: {answer:?}"
+    );
+}
+
+/// The other side of that retry: a one-shot whose code had begun (it made
+/// a request the test's loopback server saw) is never run again when its
+/// process dies; it answers `code-runner::engine`, and the server saw its
+/// request once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_one_shot_whose_code_began_is_not_run_again() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let hits = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    let app = axum::Router::new().route(
+        "/hit",
+        axum::routing::get(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async { "ok" }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let server = sandboxed(&format!("egress_allow: [\"{addr}\"]\n")).await;
+    wait_for_processes(&server, 2).await;
+    for lang in LANGS {
+        hits.store(0, Ordering::SeqCst);
+        let code = pick(
+            lang,
+            &format!(
+                "import urllib.request\nurllib.request.urlopen('http://{addr}/hit').read()\nwhile True: pass"
+            ),
+            &format!("await fetch('http://{addr}/hit'); while (true) {{}}"),
+        )
+        .to_string();
+        let (answer, ()) = tokio::join!(
+            server.run_in_with(lang, &code, json!({"timeout_ms": 30_000})),
+            async {
+                crate::helpers::wait_until("the guest's request", Duration::from_secs(60), || {
+                    hits.load(Ordering::SeqCst) == 1
+                })
+                .await;
+                let placed = processes(&server).await;
+                let (pid, _) = placed.iter().find(|(_, n)| *n == 1).copied().unwrap();
+                super::signal(pid, 9);
+            }
+        );
+        answer.assert_error(ENGINE, "sandbox process died: signal 9");
+        assert_eq!(hits.load(Ordering::SeqCst), 1, "{lang}: run once");
+        wait_for_processes(&server, 2).await;
+    }
+}
+
+/// SIGSTOP's number on Linux.
+const SIGSTOP: i32 = 19;

@@ -1,4 +1,4 @@
-//! The command line: `serve` and `call`, in the iii style.
+//! The command line: `serve`, `mcp`, `call` and `run`, in the iii style.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -14,6 +14,8 @@ use crate::edge::iii::IiiOptions;
 use crate::worker::{Worker, WorkerOptions};
 
 mod call;
+mod out;
+mod run;
 pub mod sandbox;
 pub use call::payload;
 use call::{call_local, call_remote, call_through_iii};
@@ -85,6 +87,9 @@ enum Command {
         #[arg(long, value_name = "in-process|process")]
         isolation: Option<code_runner_core::Isolation>,
     },
+    /// Run code once and print the answer as JSON, with local files attached and the
+    /// collected ones written into a directory: in-process, or on a server with --url.
+    Run(run::RunArgs),
     /// Call a function and print its answer as JSON: in-process, or on a server with --url.
     Call {
         /// The function id, e.g. code-runner::run.
@@ -125,11 +130,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve { isolation, .. }
         | Command::Mcp { isolation, .. }
         | Command::Call { isolation, .. } => *isolation,
+        Command::Run(args) => args.isolation,
     };
     if let Some(isolation) = isolation {
         crate::runtimes::isolation::set_isolation(isolation);
     }
     match cli.command {
+        Command::Run(args) => run::run(args).await,
         Command::Serve {
             listen,
             data_dir,

@@ -15,6 +15,7 @@
 //! is built once per change for every follower ([`crate::bus::Bus::listing`]).
 
 mod clean;
+mod content;
 mod follow;
 mod gate;
 mod http;
@@ -188,7 +189,7 @@ impl<A: Api> ServerHandler for McpServer<A> {
         }
         Ok(match answer {
             Ok(value) => {
-                let mut result = CallToolResult::success(content_of(&value));
+                let mut result = CallToolResult::success(content::content_of(&value));
                 if value.is_object() {
                     result.structured_content = Some(value);
                 }
@@ -201,31 +202,4 @@ impl<A: Api> ServerHandler for McpServer<A> {
         }
         .into())
     }
-}
-
-/// A tool's answer as content: its JSON as text and, for a run that showed
-/// figures, each image as an image block (the text leaves their base64 out,
-/// the structured content carries it whole); an omission marker is text.
-fn content_of(value: &Value) -> Vec<ContentBlock> {
-    let images = value.get("images").and_then(Value::as_array);
-    let Some(images) = images.filter(|images| !images.is_empty()) else {
-        return vec![ContentBlock::text(
-            serde_json::to_string(value).unwrap_or_default(),
-        )];
-    };
-    let mut text = value.clone();
-    if let Some(object) = text.as_object_mut() {
-        object.insert("images".into(), Value::from(images.len()));
-    }
-    let mut blocks = vec![ContentBlock::text(
-        serde_json::to_string(&text).unwrap_or_default(),
-    )];
-    for image in images {
-        let field = |name: &str| image.get(name).and_then(Value::as_str).unwrap_or_default();
-        blocks.push(match field("mime_type") {
-            "text/plain" => ContentBlock::text(field("data")),
-            mime => ContentBlock::image(field("data"), mime),
-        });
-    }
-    blocks
 }

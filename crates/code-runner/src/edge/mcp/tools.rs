@@ -254,7 +254,9 @@ fn operation_text(name: &str, config: &Config, data_stack: bool) -> String {
              Caps: stdout and stderr keep {} each (head and tail, a marker between), result {}: print \
              less or return a summary when a cap is hit. timeout_ms defaults to {} ms (at most {}). \
              keep: true keeps the runtime (variables, files in /work or iii.files) and returns a \
-             runtime_id to pass to later runs; tear it down when done.",
+             runtime_id to pass to later runs; tear it down when done. files: [{{path, text}} or \
+             {{path, base64}}] are written under that root before the code runs; collect: globs \
+             (\"out/*.csv\") return the files they match, each also as a resource block.",
             crate::ops::guidance::sandbox_sentence(config, data_stack),
             cap(config.max_stream_bytes),
             cap(config.max_result_bytes),

@@ -3,6 +3,7 @@
 import { renderToStaticMarkup } from "react-dom/server";
 import { describe, expect, it } from "vitest";
 import { createRenderer } from "../src/function-trigger-message";
+import { MAX_LISTED } from "../src/function-trigger-message/files";
 import { done, runResponse, runtimeId } from "./fixtures";
 
 const renderer = createRenderer();
@@ -158,6 +159,46 @@ describe("run card", () => {
   it("has no images section for a run that showed none", () => {
     const markup = html(renderer.tryRender(done("code-runner::run", { lang: "node", code: "return 1" }, runResponse({ result: 1 }))));
     expect(markup).not.toContain("cr-images");
+  });
+
+  /// Uploaded and collected files by name and size, the marker as a note, ids masked,
+  /// and at most MAX_LISTED names per direction before "+k more".
+  it("lists uploaded and collected files with sizes, bounded, ids masked", () => {
+    const id = runtimeId();
+    const uploaded = [
+      { path: "data.csv", text: "a,b\n1,2\n" },
+      { path: `in/${id}.bin`, base64: "AAEC" },
+      ...Array.from({ length: MAX_LISTED + 3 }, (_, i) => ({ path: `many/${i}.txt`, text: "x" })),
+    ];
+    const files = [
+      { path: "out/clean.csv", mime_type: "text/csv", size: 2048, base64: "YSxi" },
+      { path: "", mime_type: "text/plain", size: 0, base64: "<omitted: 3 more files; a response carries at most 16 files>" },
+    ];
+    const markup = html(
+      renderer.tryRender(done("code-runner::run", { lang: "python", code: "pass", files: uploaded }, runResponse({ files }))),
+    );
+    const text = textOf(markup);
+    expect(text).toContain("25 in · 1 out");
+    expect(text).toMatch(/indata\.csv8 B/);
+    expect(text).toMatch(/in\/rt_.{4}…\.bin3 B/);
+    expect(text).toContain("+5 more");
+    expect(text).not.toContain(`many/${MAX_LISTED - 2}.txt`);
+    expect(text).toMatch(/outout\/clean\.csv2\.0 KBdownload/);
+    expect(text).toContain("<omitted: 3 more files");
+    expect(markup).not.toContain(id);
+  });
+
+  /// No files, no section; a running call shows only what it uploads.
+  it("has no files section without files, and no collected files before the answer", () => {
+    const none = html(renderer.tryRender(done("code-runner::run", { lang: "node", code: "return 1" }, runResponse({ result: 1 }))));
+    expect(none).not.toContain("cr-files");
+    const running = renderer.tryRenderRunning({
+      functionId: "code-runner::run",
+      input: { lang: "node", code: "1", files: [{ path: "a.txt", text: "hi" }] },
+      output: { files: [{ path: "b.txt", mime_type: "text/plain", size: 1, base64: "eA==" }] },
+      running: true,
+    });
+    expect(textOf(html(running))).toContain("1 in · 0 out");
   });
 
   /// A guest shapes the value; one too deep for JSON.stringify must not crash the card.

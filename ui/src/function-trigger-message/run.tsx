@@ -2,6 +2,7 @@
 
 import { guessLang, isLang, type Lang } from "../lib/highlight";
 import { omission, splitStream, type Stream } from "../lib/markers";
+import { Files, formatBytes } from "./files";
 import {
   Card,
   CodeBlock,
@@ -62,18 +63,7 @@ function cutNote(text: string, stream: Stream): string | undefined {
   return marker?.kind === "truncated" ? `cut by the worker: was ~${marker.kb} KB, middle omitted` : undefined;
 }
 
-/** Bytes as the card shows them: KB, MB, GB (powers of 1024). */
-export function formatBytes(bytes: number): string {
-  if (bytes < 1024) return `${bytes} B`;
-  const units = ["KB", "MB", "GB"];
-  let value = bytes / 1024;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit += 1;
-  }
-  return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${units[unit]}`;
-}
+export { formatBytes };
 
 /** The quiet line under the verdict: what the run cost, as the sandbox measured it. */
 function usageLine(usage: unknown) {
@@ -155,6 +145,7 @@ export function RunCard(props: { message: CallMessage; phase: Phase }) {
         </Section>
       )}
       {done && <Images images={output.images} />}
+      <Files input={input} output={output} done={done} />
       {keptRuntime && (
         <Section label="runtime">
           <div className="cr-row">

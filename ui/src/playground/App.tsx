@@ -9,6 +9,7 @@ import { Card, Fact, RuntimeChip, Section, ValueView, formatDuration, text, type
 import { redactText } from "../lib/redact";
 import { useTheme } from "../lib/theme";
 import { call, callStreaming, health, type LiveOutput } from "./api";
+import { Attach, filesAndCollect, type Attached } from "./Attach";
 import { Editor } from "./Editor";
 
 const RUN = "code-runner::run";
@@ -143,6 +144,8 @@ export function App() {
   const [registered, setRegistered] = useState<{ id: string; lang: Lang }[]>([]);
   const [payload, setPayload] = useState('{"name": "playground"}');
   const [busy, setBusy] = useState(0);
+  const [attached, setAttached] = useState<Attached[]>([]);
+  const [collect, setCollect] = useState("");
 
   useEffect(() => {
     health().then((answer) => {
@@ -182,7 +185,7 @@ export function App() {
   };
 
   const run = async (mode: "once" | "keep" | Kept) => {
-    const input: Record<string, unknown> = { lang, code };
+    const input: Record<string, unknown> = { lang, code, ...filesAndCollect(attached, collect) };
     if (mode === "keep") input.keep = true;
     if (typeof mode === "object") input.runtime_id = mode.id;
     const timeout = Number(timeoutMs);
@@ -280,6 +283,7 @@ export function App() {
                   <input inputMode="numeric" placeholder="5000" value={timeoutMs} onChange={(event) => setTimeoutMs(event.target.value)} />
                 </label>
               </div>
+              <Attach attached={attached} onChange={setAttached} collect={collect} onCollect={setCollect} />
               {kept.length > 0 && (
                 <div className="pg-kept" aria-label="kept runtimes">
                   <div className="pg-kept-title">kept runtimes</div>

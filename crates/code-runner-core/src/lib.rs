@@ -1,6 +1,7 @@
 //! The code-runner contract: everything both engines and the worker agree on.
 //!
 //! - [`wire`]: the JSON request and response bodies, with their JSON Schemas.
+//! - [`files`]: the paths, globs, walk and caps of a run's files in and out.
 //! - [`ErrorCode`] and [`RunnerError`]: the eight contract error codes.
 //! - [`caps`]: output caps, one implementation for every engine.
 //! - [`Config`]: every configuration key with its default.
@@ -36,6 +37,7 @@ mod code_runtime;
 mod config;
 mod engine;
 mod error;
+pub mod files;
 mod fs;
 pub mod guest_policy;
 pub mod json;

@@ -81,7 +81,7 @@ pub struct RunRequest {
     /// Python only: linear-memory ceiling in MiB for a new runtime (default 128, at least 40, at most the configured `max_memory_mb`). Fixed when the runtime is created, so it is refused alongside a `runtime_id`.
     #[serde(default)]
     pub memory_mb: Option<u64>,
-    /// Files written before the code runs: into `/work` for python, into the runtime's `iii.files` directory for node and typescript; on a kept runtime they stay for later turns. Paths are relative and normalised (`a/./b` is `a/b`); an absolute path, `..`, NUL, an empty or over-long component, a duplicate, or too many files is `code-runner::invalid_payload` naming the path. They count against the runtime's scratch quota and file count: past them the run is `code-runner::resource_exhausted` before any code runs.
+    /// Files written before the code runs: into `/work` for python, into the runtime's `iii.files` directory for node and typescript; on a kept runtime they stay for later turns. Paths are relative and normalised (`a/./b` is `a/b`); an absolute path, `..`, NUL, an empty or over-long component, a duplicate, or too many files is `code-runner::invalid_request` naming the path. They count against the runtime's scratch quota and file count: past them the run is `code-runner::resource_exhausted` before any code runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<FileInput>,
     /// Globs, relative to the same root as `files` (`*` does not cross `/`, `**` does), naming the files to return in the response's `files` once the code has run, even when it failed. Symlinks are never followed.

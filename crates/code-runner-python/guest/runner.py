@@ -244,6 +244,42 @@ def _make_turn():
         def __repr__(self):
             return f"<bindings {object.__getattribute__(self, '_global')}: {', '.join(self.__dir__())}>"
 
+    # A path member (`iii.fn`): each attribute read gives a longer path, a
+    # call calls the member with {"path": [...], "args": ...} (one dict, or
+    # keywords as one dict). Dunder names are not paths; at most 8 names.
+    max_path = 8
+
+    class Path:
+        __slots__ = ("__cr_call__", "__cr_parts__", "__cr_label__")
+
+        def __init__(self, call, parts, label):
+            object.__setattr__(self, "__cr_call__", call)
+            object.__setattr__(self, "__cr_parts__", parts)
+            object.__setattr__(self, "__cr_label__", label)
+
+        def __getattr__(self, name):
+            if name.startswith("__") and name.endswith("__"):
+                raise AttributeError(name)
+            parts = object.__getattribute__(self, "__cr_parts__")
+            label = object.__getattribute__(self, "__cr_label__")
+            if len(parts) >= max_path:
+                raise AttributeError(f"{label}: a path is at most {max_path} names")
+            return Path(object.__getattribute__(self, "__cr_call__"), parts + (name,), label)
+
+        def __call__(self, *args, **kwargs):
+            parts = object.__getattribute__(self, "__cr_parts__")
+            if args and kwargs or len(args) > 1:
+                raise TypeError(f"{self!r} takes one argument (a dict) or keywords")
+            arg = args[0] if args else (kwargs if kwargs else None)
+            return object.__getattribute__(self, "__cr_call__")({"path": list(parts), "args": arg})
+
+        def __setattr__(self, name, value):
+            raise AttributeError("binding paths are read-only")
+
+        def __repr__(self):
+            parts = object.__getattribute__(self, "__cr_parts__")
+            return ".".join((object.__getattribute__(self, "__cr_label__"),) + parts)
+
     # A namespace's error class is made once per runtime (a class costs more
     # to make than the rest of a small turn) and reused while its name holds:
     # an `except` in a handler kept from an earlier turn catches the same class.
@@ -264,6 +300,8 @@ def _make_turn():
                 env[declared["name"]] = error_class
             members = {name: make_member(ns_global, name, error_class, member_property)
                        for name in spec["functions"]}
+            for name in spec.get("paths") or ():
+                members[name] = Path(members[name], (), f"{ns_global}.{name}")
             env[ns_global] = Namespace(ns_global, members, dict(spec.get("values") or {}))
 
     def clean(text):

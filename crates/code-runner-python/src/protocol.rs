@@ -38,6 +38,12 @@ pub fn turn(task: &Task, bindings: &Bindings, max_result: usize) -> String {
                 "functions".into(),
                 Value::from(ns.functions.keys().cloned().collect::<Vec<_>>()),
             );
+            if !ns.paths.is_empty() {
+                spec.insert(
+                    "paths".into(),
+                    Value::from(ns.paths.iter().cloned().collect::<Vec<_>>()),
+                );
+            }
             spec.insert("values".into(), Value::Object(ns.values.clone()));
             if let Some(class) = &ns.error_class {
                 spec.insert(

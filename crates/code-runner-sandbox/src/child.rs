@@ -374,6 +374,7 @@ fn outcome_frame(turn: u64, outcome: &TurnOutcome, images: TurnImages) -> Frame<
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        namespace.paths = ns.paths.into_iter().collect();
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())

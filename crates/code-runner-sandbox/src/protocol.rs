@@ -344,6 +344,8 @@ impl From<&RunnerError> for ErrorWire {
         ErrorWire {
             code: err.code.as_str().to_string(),
             message: err.message.clone(),
+    #[serde(default)]
+    pub paths: Vec<String>,
         }
     }
 }

@@ -130,6 +130,7 @@ impl SandboxRuntime {
                 global: ns.global.clone(),
                 functions: ns.functions.keys().cloned().collect(),
                 registrars: ns.registrars.iter().cloned().collect(),
+                paths: ns.paths.iter().cloned().collect(),
                 values: ns.values.clone(),
                 error_class: ns
                     .error_class

@@ -64,7 +64,7 @@ pub fn bindings_spec(bindings: &Bindings, files_namespace: Option<&str>) -> Stri
             let functions: Vec<&String> = ns
                 .functions
                 .keys()
-                .filter(|name| !ns.registrars.contains(*name))
+                .filter(|name| !ns.registrars.contains(*name) && !ns.paths.contains(*name))
                 .collect();
             let files = files_namespace == Some(ns.global.as_str())
                 && !ns.functions.contains_key("files")
@@ -73,6 +73,7 @@ pub fn bindings_spec(bindings: &Bindings, files_namespace: Option<&str>) -> Stri
                 "global": ns.global,
                 "functions": functions,
                 "registrars": ns.registrars,
+                "paths": ns.paths,
                 "values": ns.values,
                 "error_class": ns.error_class.as_ref().map(|class| json!({
                     "name": class.name,

@@ -88,6 +88,12 @@ pub struct BindingNamespace {
     /// again and the call rejects. An engine whose language cannot pass
     /// callables across (python) treats a registrar as an ordinary member.
     pub registrars: BTreeSet<String>,
+    /// Members of `functions` the program reaches by a path of property
+    /// names and calls: `ns.member.a.b(args)` calls the host function with
+    /// `{"path": ["a", "b"], "args": args}` (`args` null when omitted; in
+    /// python, keywords become one object as for any member). Engines refuse
+    /// a path of more than 8 names before calling the host, which checks again.
+    pub paths: BTreeSet<String>,
     /// Plain JSON attributes beside the functions (e.g. `iii.namespace`).
     pub values: Map<String, Value>,
     /// Optional typed rejection for this namespace.
@@ -100,6 +106,7 @@ impl fmt::Debug for BindingNamespace {
             .field("global", &self.global)
             .field("functions", &self.functions.keys().collect::<Vec<_>>())
             .field("registrars", &self.registrars)
+            .field("paths", &self.paths)
             .field("values", &self.values)
             .field("error_class", &self.error_class)
             .finish()
@@ -113,6 +120,7 @@ impl BindingNamespace {
             global: global.into(),
             functions: BTreeMap::new(),
             registrars: BTreeSet::new(),
+            paths: BTreeSet::new(),
             values: Map::new(),
             error_class: None,
         }
@@ -142,6 +150,19 @@ impl BindingNamespace {
     {
         let name = name.into();
         self.registrars.insert(name.clone());
+        self.function(name, f)
+    }
+
+    /// Adds a path member under `name`: the program calls
+    /// `ns.name.a.b(args)` (see [`BindingNamespace::paths`]).
+    #[must_use]
+    pub fn path_member<F, Fut>(mut self, name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(Value, BindingCall) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, BindingError>> + Send + 'static,
+    {
+        let name = name.into();
+        self.paths.insert(name.clone());
         self.function(name, f)
     }
 

@@ -412,6 +412,41 @@ function makeFiles(ErrorClass, memberProperty) {
 }
 
 function makeErrorClass(name) {
+/** Most names a path member's path holds (`BindingNamespace::paths`). */
+const MAX_PATH_PARTS = 8;
+const ProxyCtor = Proxy;
+
+/**
+ * A path member (`iii.fn`): each property read gives a longer path, a call
+ * calls the binding with `{path, args}`. `then` and `toJSON` (and symbols) read
+ * as undefined, so awaiting or printing a path calls nothing; writes fail.
+ */
+function makePath(global, name, parts, ErrorClass, memberProperty) {
+  const refuse = () => false;
+  const traps = {
+    __proto__: null,
+    get(_target, key) {
+      if (typeof key !== "string" || key === "then" || key === "toJSON") return undefined;
+      if (parts.length >= MAX_PATH_PARTS) {
+        throw new TypeErrorCtor(`${global}.${name}: a path is at most ${MAX_PATH_PARTS} names`);
+      }
+      const next = [];
+      for (let i = 0; i < parts.length; i++) append(next, parts[i]);
+      append(next, key);
+      return makePath(global, name, next, ErrorClass, memberProperty);
+    },
+    apply(_target, _self, args) {
+      const payload = args.length === 0 || args[0] === undefined ? null : args[0];
+      return callBinding(global, name, { path: parts, args: payload }, ErrorClass, memberProperty);
+    },
+    set: refuse,
+    defineProperty: refuse,
+    deleteProperty: refuse,
+    setPrototypeOf: refuse,
+  };
+  return new ProxyCtor(() => {}, traps);
+}
+
   const ErrorClass = { [name]: class extends ErrorCtor {} }[name];
   ObjectDefineProperty(ErrorClass.prototype, "name", { __proto__: null, value: name, writable: true, configurable: true, enumerable: false });
   return ErrorClass;
@@ -453,6 +488,8 @@ function install(specJson) {
       if (name === "fetch" && global === FETCH_NAMESPACE) fetching.setBinding(global);
     }
     for (let j = 0; j < ns.registrars.length; j++) {
+    const paths = ns.paths ?? [];
+    for (let j = 0; j < paths.length; j++) member(paths[j], makePath(global, paths[j], [], ErrorClass, memberProperty));
       const name = ns.registrars[j];
       member(name, { [name]: (id, handler, options) => register(global, name, id, handler, options, ErrorClass, memberProperty) }[name]);
     }

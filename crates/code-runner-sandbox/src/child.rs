@@ -333,8 +333,15 @@ fn forwarding_bindings(
                         args,
                         remaining_ms: u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX),
                     }));
-                    rx.await
-                        .unwrap_or_else(|_| Err(BindingError::message("the worker went away")))
+                    let mut unanswered = Unanswered {
+                        state: state.clone(),
+                        call: Some(id),
+                    };
+                    let answer = rx
+                        .await
+                        .unwrap_or_else(|_| Err(BindingError::message("the worker went away")));
+                    unanswered.call = None;
+                    answer
                 }
             });
         }
@@ -346,6 +353,22 @@ fn forwarding_bindings(
         built.push(namespace);
     }
     Bindings::new(built)
+}
+
+/// A binding call forwarded to the worker and not yet answered: dropped
+/// (the engine gave the call up), it tells the worker to drop it too.
+struct Unanswered {
+    state: Arc<State>,
+    call: Option<u64>,
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if let Some(call) = self.call {
+            lock(&self.state.calls).remove(&call);
+            self.state.send(Frame::new(FromChild::Cancel { call }));
+        }
+    }
 }
 
 fn outcome_frame(turn: u64, outcome: &TurnOutcome, images: TurnImages) -> Frame<FromChild> {

@@ -73,6 +73,9 @@ pub(crate) struct Conn {
     call_bytes: AtomicUsize,
     report: Mutex<Report>,
     probe: Mutex<Option<BTreeMap<String, String>>>,
+    /// The worker's tasks of binding calls not yet answered, by call id
+    /// (a `Cancel` frame aborts one).
+    running: Mutex<HashMap<u64, tokio::task::AbortHandle>>,
     /// Turns whose caller went away before the child answered: if one is
     /// still unanswered [`crate::KILL_GRACE`] past its deadline, the child is stuck.
     pub(crate) abandoned: Mutex<std::collections::HashSet<u64>>,
@@ -222,6 +225,7 @@ pub(crate) async fn start(options: &SandboxOptions) -> Result<(Arc<Conn>, Report
         call_bytes: AtomicUsize::new(0),
         report: Mutex::new(report.clone()),
         probe: Mutex::new(None),
+        running: Mutex::default(),
         abandoned: Mutex::default(),
     });
     tokio::spawn(read_loop(conn.clone(), reader, exited));
@@ -320,6 +324,12 @@ fn dispatch(conn: &Arc<Conn>, frame: Frame<FromChild>) {
             call(conn, frame.header);
             return;
         }
+        FromChild::Cancel { call } => {
+            if let Some(task) = lock(&conn.running).remove(call) {
+                task.abort();
+            }
+            return;
+        }
         FromChild::Ready { report } => {
             *lock(&conn.report) = report.clone();
             return;
@@ -403,12 +413,32 @@ fn call(conn: &Arc<Conn>, message: FromChild) {
         );
     }
     let deadline = deadline.min(Instant::now() + Duration::from_millis(remaining_ms));
-    let conn = conn.clone();
-    tokio::spawn(async move {
+    let held = Charge {
+        conn: conn.clone(),
+        call,
+        bytes,
+    };
+    let mut running = lock(&conn.running);
+    let task = tokio::spawn(async move {
         let answer = function(args, BindingCall { deadline }).await;
-        conn.call_bytes.fetch_sub(bytes, Ordering::SeqCst);
-        reply(&conn, answer);
+        reply(&held.conn, answer);
     });
+    running.insert(call, task.abort_handle());
+}
+
+/// A binding call's share of the child's budget, and its place among the
+/// running calls: both given back when its task ends, answered or aborted.
+struct Charge {
+    conn: Arc<Conn>,
+    call: u64,
+    bytes: usize,
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.conn.call_bytes.fetch_sub(self.bytes, Ordering::SeqCst);
+        lock(&self.conn.running).remove(&self.call);
+    }
 }
 
 /// One place in the pool: its current process, replaced when it dies.

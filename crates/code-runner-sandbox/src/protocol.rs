@@ -278,6 +278,12 @@ pub enum FromChild {
         /// What the child says is left of the turn's budget.
         remaining_ms: u64,
     },
+    /// The guest no longer wants binding call `call`'s answer (an aborted
+    /// `fetch`): the worker drops the call's future at once.
+    Cancel {
+        /// The call's id.
+        call: u64,
+    },
     /// Runtime `runtime` is closed.
     Closed {
         /// The runtime's handle.

@@ -30,6 +30,7 @@ deno_core::extension!(
         op_cr_uncaught,
         op_cr_call,
         op_cr_wait,
+        op_cr_cancel,
         op_cr_now,
         op_cr_files_write_text,
         op_cr_files_write_bytes,
@@ -188,13 +189,28 @@ fn op_cr_call<'s>(
     };
     let (answer_tx, answer_rx) = tokio::sync::oneshot::channel();
     let future = function(args, call);
-    io.host.spawn(async move {
+    let task = io.host.spawn(async move {
         let _ = answer_tx.send(future.await);
     });
-    Ok(io.add_call(PendingCall {
+    let id = io.add_call(PendingCall {
         answer: answer_rx,
         weight,
-    }))
+    });
+    io.cancels.insert(id, task.abort_handle());
+    Ok(id)
+}
+
+/// Gives up a call started by [`op_cr_call`] (its caller no longer wants
+/// the answer, e.g. an aborted `fetch`): the host function's future is
+/// dropped at once, which ends what it was doing (a request's connection
+/// is closed); its [`op_cr_wait`] answers an error.
+#[op2(fast)]
+fn op_cr_cancel(state: &mut OpState, #[smi] id: u32) {
+    if let Some(io) = io(state)
+        && let Some(task) = io.borrow_mut().cancels.remove(&id)
+    {
+        task.abort();
+    }
 }
 
 /// Awaits a call started by [`op_cr_call`]: `o<json>` for a value, `e<json>` for `{code, message}`.
@@ -219,6 +235,7 @@ async fn op_cr_wait(state: Rc<RefCell<OpState>>, #[smi] id: u32) -> String {
     let limit = match state.borrow().try_borrow::<SharedIo>() {
         Some(io) => {
             let mut io = io.borrow_mut();
+            io.cancels.remove(&id);
             io.answered(weight);
             io.max_transfer_in
         }

@@ -58,6 +58,9 @@ pub struct Io {
     pub turns: BTreeMap<u32, TurnIo>,
     /// Binding calls started and not yet awaited, by call id.
     pub calls: HashMap<u32, PendingCall>,
+    /// The host tasks of binding calls not yet answered, by call id:
+    /// aborting one drops the host function's future (`op_cr_cancel`).
+    pub cancels: HashMap<u32, tokio::task::AbortHandle>,
     /// Binding calls started and not yet answered.
     pub in_flight: usize,
     /// JSON bytes and values of the arguments of calls not yet answered.
@@ -99,6 +102,7 @@ impl Io {
         Rc::new(RefCell::new(Io {
             turns: BTreeMap::new(),
             calls: HashMap::new(),
+            cancels: HashMap::new(),
             in_flight: 0,
             in_flight_weight: (0, 0),
             watch,
@@ -141,6 +145,7 @@ impl Io {
     /// No turn is left: calls nobody will await are forgotten.
     pub fn forget_calls(&mut self) {
         self.calls.clear();
+        self.cancels.clear();
         self.in_flight = 0;
         self.in_flight_weight = (0, 0);
     }

@@ -9,7 +9,7 @@
 // `Deno` and `__bootstrap`, before any guest code runs.
 const core = globalThis.Deno.core;
 const {
-  op_cr_print, op_cr_uncaught, op_cr_call, op_cr_wait, op_cr_now,
+  op_cr_print, op_cr_uncaught, op_cr_call, op_cr_wait, op_cr_cancel, op_cr_now,
   op_cr_files_write_text, op_cr_files_write_bytes, op_cr_files_size, op_cr_files_read_into,
   op_cr_files_read_text, op_cr_files_list, op_cr_files_remove, op_cr_encode_into,
 } = core.ops;
@@ -285,6 +285,7 @@ const fetching = makeFetch(core, {
   reportUncaught,
   opCall: op_cr_call,
   opWait: op_cr_wait,
+  opCancel: op_cr_cancel,
   URL: urls.URL,
   isParams: urls.isParams,
 });

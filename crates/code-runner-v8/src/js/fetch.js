@@ -3,12 +3,13 @@
 // URLSearchParams are url.js's). A request leaves the isolate only through
 // the worker's `iii.fetch` binding (the egress contract: {method, url,
 // headers, body as base64} in, {status, status_text, url, redirected,
-// headers, body} out), reached through the namespace name the bootstrap's
+// headers, body} out, or body_id and body_bytes for a body past the host's
+// piece size, read with `iii.fetch_body`), reached through the namespace name the bootstrap's
 // `install` records here, never through the guest-visible `iii`. Part of the
 // bootstrap: intrinsics are captured before guest code runs; internal lists
 // are walked by index, never by an iterator a guest could replace. No
 // streams: bodies are whole bytes.
-const makeFetch = (core, { encodeUtf8, setTimer, reportUncaught, opCall, opWait, URL, isParams }) => {
+const makeFetch = (core, { encodeUtf8, setTimer, reportUncaught, opCall, opWait, opCancel, URL, isParams }) => {
   const { isAnyArrayBuffer, isArrayBufferView } = core;
   const coreDecode = core.decode;
   const ReflectApply = Reflect.apply;
@@ -645,10 +646,18 @@ const makeFetch = (core, { encodeUtf8, setTimer, reportUncaught, opCall, opWait,
   /** The namespace whose `fetch` function carries requests out: set by `install`, per turn. */
   let binding = null;
 
-  /** Settles as `promise` does, or rejects with the signal's reason as soon as it aborts. */
-  function untilAborted(promise, signal) {
+  /**
+   * The answer of binding call `id`, or a rejection with the signal's reason
+   * as soon as it aborts: the host's call is then cancelled at once (a
+   * request's connection closes), not left to run until the turn ends.
+   */
+  function untilAborted(id, signal) {
+    const promise = opWait(id);
     return new PromiseCtor((resolve, reject) => {
-      const forget = onAbort(signal, () => reject(signal.reason));
+      const forget = onAbort(signal, () => {
+        opCancel(id);
+        reject(signal.reason);
+      });
       call(PromiseThen, promise, (value) => {
         forget();
         resolve(value);
@@ -678,23 +687,45 @@ const makeFetch = (core, { encodeUtf8, setTimer, reportUncaught, opCall, opWait,
     for (let i = 0; i < list.length; i++) push(headers, [list[i][0], list[i][1]]);
     const bytes = requestBytes(request);
     // Literals only: a setter a guest put on Object.prototype is never called.
+    // pieces: a body past the host's piece size comes in pieces (readBody).
     const args = bytes === null
-      ? { method: request.method, url: request.url, headers }
-      : { method: request.method, url: request.url, headers, body: toBase64(bytes) };
-    const id = opCall(binding, "fetch", args);
-    const answer = await untilAborted(opWait(id), signal);
+      ? { method: request.method, url: request.url, headers, pieces: true }
+      : { method: request.method, url: request.url, headers, body: toBase64(bytes), pieces: true };
+    const answer = await untilAborted(opCall(binding, "fetch", args), signal);
     const parsed = JSONParse(call(StringSlice, answer, 1));
     if (answer[0] !== "o") throw failed(text(parsed.message), parsed.code);
     const responseHeaders = new Headers();
     const pairs = parsed.headers;
     for (let i = 0; i < pairs.length; i++) push(headersState(responseHeaders).list(), [text(pairs[i][0]), text(pairs[i][1])]);
+    const body = parsed.body_id !== undefined
+      ? await readBody(parsed.body_id, parsed.body_bytes, signal)
+      : parsed.body ? fromBase64(parsed.body) : new Uint8ArrayCtor(0);
     return makeResponse({
       status: NumberCtor(parsed.status),
       statusText: text(parsed.status_text ?? ""),
       headers: responseHeaders,
       url: text(parsed.url ?? request.url),
       redirected: parsed.redirected === true,
-    }, parsed.body ? fromBase64(parsed.body) : new Uint8ArrayCtor(0));
+    }, body);
+  }
+
+  /** A body the host holds, read piece by piece (each answer stays far below the answer cap). */
+  async function readBody(id, size, signal) {
+    const total = NumberCtor(size);
+    const out = new Uint8ArrayCtor(total);
+    let offset = 0;
+    while (offset < total) {
+      const answer = await untilAborted(opCall(binding, "fetch_body", { id, offset }), signal);
+      const parsed = JSONParse(call(StringSlice, answer, 1));
+      if (answer[0] !== "o") throw failed(text(parsed.message), parsed.code);
+      const piece = fromBase64(text(parsed.piece));
+      if (piece.length === 0 || offset + piece.length > total) {
+        throw failed("fetch: the host's answer has a malformed body", null);
+      }
+      call(TypedArraySet, out, piece, offset);
+      offset += piece.length;
+    }
+    return out;
   }
 
   const globals = { fetch, Headers, Request, Response, AbortController, AbortSignal, DOMException };

@@ -8,6 +8,7 @@
 //! `egress_*` keys live: it is rebuilt when they change, and each request
 //! takes the policy in force when it starts.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,6 +22,12 @@ use serde_json::{Value, json};
 
 /// The error code of a refused or failed request.
 pub(crate) const EGRESS: &str = "code-runner::egress";
+
+/// The size of a piece of a response body read with `iii.fetch_body`: as
+/// base64 (~700 KB) far below what a binding answer may carry into the
+/// smallest V8 heap (a sixteenth of it), so a body up to
+/// `egress_max_response_bytes` reaches JavaScript whole.
+pub(crate) const BODY_PIECE_BYTES: usize = 512 * 1024;
 
 /// The worker's egress: the live policy, built from the configuration.
 #[derive(Debug, Default)]
@@ -116,11 +123,16 @@ impl EgressState {
     }
 }
 
-/// One turn's egress: its counters, and what its requests cost.
+/// One turn's egress: its counters, what its requests cost, and the
+/// response bodies its guest reads in pieces.
 #[derive(Debug, Default)]
 pub(crate) struct TurnEgress {
     gate: Gate,
     usage: Mutex<Usage>,
+    /// Bodies past [`BODY_PIECE_BYTES`] of requests that asked for pieces,
+    /// by id, until their last piece is read or the turn ends (a request
+    /// for pieces is refused while `egress_max_in_flight` bodies wait).
+    bodies: Mutex<(u64, HashMap<u64, Vec<u8>>)>,
 }
 
 impl TurnEgress {
@@ -147,6 +159,19 @@ struct FetchArgs {
     /// Base64.
     #[serde(default)]
     body: Option<String>,
+    /// A body past [`BODY_PIECE_BYTES`] comes back as `body_id` and
+    /// `body_bytes`, its pieces read with `iii.fetch_body` (the JavaScript
+    /// shim asks for this; without it the body is inline).
+    #[serde(default)]
+    pieces: bool,
+}
+
+/// `iii.fetch_body`'s argument.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PieceArgs {
+    id: u64,
+    offset: usize,
 }
 
 fn refused(message: impl Into<String>) -> BindingError {
@@ -180,6 +205,18 @@ pub(crate) async fn fetch(
     state
         .refresh(&config)
         .map_err(|err| refused(format!("fetch: refused, {err}")))?;
+    let held = turn
+        .bodies
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .1
+        .len();
+    let max_held = state.egress.policy().max_in_flight as usize;
+    if args.pieces && held >= max_held {
+        return Err(refused(format!(
+            "fetch: {held} response bodies are waiting to be read, the most egress_max_in_flight allows; read them first"
+        )));
+    }
     let request = Request {
         method: args.method.unwrap_or_default(),
         url: args.url,
@@ -202,14 +239,50 @@ pub(crate) async fn fetch(
         .into_iter()
         .map(|(name, value)| json!([name, value]))
         .collect();
-    Ok(json!({
+    let mut answer = json!({
         "status": response.status,
         "status_text": response.status_text,
         "url": response.url,
         "redirected": response.redirected,
         "headers": headers,
-        "body": STANDARD.encode(&response.body),
-    }))
+    });
+    if args.pieces && response.body.len() > BODY_PIECE_BYTES {
+        let bytes = response.body.len();
+        let mut bodies = turn.bodies.lock().unwrap_or_else(|p| p.into_inner());
+        bodies.0 += 1;
+        let id = bodies.0;
+        bodies.1.insert(id, response.body);
+        answer["body_id"] = json!(id);
+        answer["body_bytes"] = json!(bytes);
+    } else {
+        answer["body"] = json!(STANDARD.encode(&response.body));
+    }
+    Ok(answer)
+}
+
+/// `iii.fetch_body({id, offset})`: the next piece of a body held for the
+/// turn, as `{piece}` (base64, at most [`BODY_PIECE_BYTES`]); the body is
+/// let go of once its last piece is read.
+pub(crate) fn fetch_body(turn: &TurnEgress, args: Value) -> Result<Value, BindingError> {
+    let args: PieceArgs = serde_json::from_value(args).map_err(|err| {
+        refused(format!(
+            "fetch: the body request is not {{id, offset}}: {err}"
+        ))
+    })?;
+    let mut bodies = turn.bodies.lock().unwrap_or_else(|p| p.into_inner());
+    let body = bodies
+        .1
+        .get(&args.id)
+        .ok_or_else(|| refused("fetch: no such response body in this run"))?;
+    let end = args.offset.saturating_add(BODY_PIECE_BYTES).min(body.len());
+    let piece = body
+        .get(args.offset..end)
+        .ok_or_else(|| refused("fetch: the offset is past the body's end"))?;
+    let answer = json!({ "piece": STANDARD.encode(piece) });
+    if end == body.len() {
+        bodies.1.remove(&args.id);
+    }
+    Ok(answer)
 }
 
 /// Resolves once `scope` has fired.

@@ -174,6 +174,13 @@ pub(crate) fn bindings(ops: Weak<Ops>, ctx: GuestContext) -> GuestBindings {
                 }
             }
         })
+        .function("fetch_body", {
+            let ctx = ctx.clone();
+            move |args, _call| {
+                let answer = egress::fetch_body(&ctx.egress, args);
+                async move { answer }
+            }
+        })
         .value("namespace", namespace)
         .value("secrets", secrets)
         .error_class("IIIError", "member");

@@ -147,6 +147,12 @@ pub struct Config {
     /// wasmtime instances in the worker's own process) or `process` (both
     /// engines in confined sandbox processes, a second layer under the
     /// first). Applies at the next start.
+    /// Pure-Python packages from PyPI every python runtime can import, as pip
+    /// requirements (`tabulate==0.9.0`, `beautifulsoup4>=4.12`; at most 64):
+    /// resolved with pip into a lock with hashes at start, wheels with
+    /// compiled code refused, cached per list (default none). A package that
+    /// cannot be installed stops the start. Applies at the next start.
+    pub python_packages: Vec<String>,
     pub isolation: Isolation,
     /// With `isolation: process`, how many sandbox processes to keep; 0 (the
     /// default) means one per CPU. Applies at the next start.
@@ -288,6 +294,7 @@ impl Default for Config {
             egress_max_response_bytes: DEFAULT_EGRESS_MAX_RESPONSE_BYTES,
             egress_timeout_ms: DEFAULT_EGRESS_TIMEOUT_MS,
             egress_max_in_flight: DEFAULT_EGRESS_MAX_IN_FLIGHT,
+            python_packages: Vec::new(),
             egress_secrets: Default::default(),
         }
     }

@@ -18,8 +18,9 @@ _frozen_builtins = dict(_builtins.__dict__)
 globals()["__builtins__"] = _frozen_builtins
 
 # The descriptors the engine preopens, in this order, for the image and every
-# instance of it: /usr/local/lib (the library zip), matplotlib's data, /work.
-_KNOWN_FDS = frozenset((3, 4, 5))
+# instance of it: /usr/local/lib (the library zip), matplotlib's data, /work,
+# and /packages when the operator configured python_packages.
+_KNOWN_FDS = frozenset((3, 4, 5, 6) if _os.path.isdir("/packages") else (3, 4, 5))
 
 # Never a display: figures render with Agg (plt.show() is the runner's to collect).
 _os.environ["MPLBACKEND"] = "Agg"

@@ -514,6 +514,11 @@ def _missing_module_hint(exc):
 
 _turn = _make_turn()
 
+# The operator's python_packages, when the host mounts them (read-only): last
+# on the path, so the standard library and the data stack win. Appended after
+# every build-time import, so an instance looks for it afresh.
+_sys.path.append("/packages")
+
 if wit_world is not None:
     class WitWorld(wit_world.WitWorld):
         def turn(self, task):

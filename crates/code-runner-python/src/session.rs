@@ -35,7 +35,12 @@ pub(crate) struct Instance {
 /// A fresh instance of the snapshot on the runtime's directory.
 pub(crate) fn instantiate(boot: &Boot) -> Result<Instance, String> {
     let shared = &boot.shared;
-    let crate::Flavour::Lean { instance_pre, lib } = &shared.flavour else {
+    let crate::Flavour::Lean {
+        instance_pre,
+        lib,
+        packages,
+    } = &shared.flavour
+    else {
         return Err("not the lean flavour".into());
     };
     let options = &boot.options;
@@ -61,6 +66,11 @@ pub(crate) fn instantiate(boot: &Boot) -> Result<Instance, String> {
     builder
         .preopened_dir(lib, "/python", FsPerms::ReadOnly)
         .map_err(|err| format!("cannot mount {} as /python: {err:#}", lib.display()))?;
+    if let Some(packages) = packages {
+        builder
+            .preopened_dir(packages, crate::packages::PACKAGES_GUEST, FsPerms::ReadOnly)
+            .map_err(|err| format!("cannot mount {}: {err:#}", packages.display()))?;
+    }
     let guard = Guard::new(WorkQuota::new(
         &options.work_dir,
         WORK_MAX_BYTES,

@@ -27,8 +27,6 @@ use crate::work_quota::{growth, write_end};
 /// preopens aside); past it `path_open` answers `EMFILE`. Dropping the
 /// instance closes them all.
 pub const MAX_DESCRIPTORS: usize = crate::fs::MAX_DESCRIPTORS;
-/// The first descriptor the guest can open: 0–2 are stdio, 3–5 the preopens.
-const FIRST_GUEST_FD: i32 = 6;
 
 /// Records a denial in an errno, passing it on.
 fn seen<T: FsHost>(caller: &mut Caller<'_, T>, errno: i32) -> i32 {
@@ -248,7 +246,8 @@ pub fn add_shadows<T: FsHost>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
         |mut c: Caller<'_, T>, from: i32, to: i32| {
             // stdio and the preopens keep their numbers: a file renumbered onto
             // fd 1 would write past the quota, one onto fd 5 would move /work.
-            if from < FIRST_GUEST_FD || to < FIRST_GUEST_FD {
+            let first = c.data().fs_ref().first_guest_fd;
+            if from < first || to < first {
                 return refuse(&mut c, errno::NOTSUP);
             }
             let func = originals(&c)?.fd_renumber.clone();

@@ -18,6 +18,7 @@ use super::wasi::FsGuard;
 use crate::control::{Link, SLICE, Stop, TurnLimits};
 use crate::host::MemoryLimiter;
 use crate::output::{GuestOutput, SharedStreams};
+use crate::packages::PACKAGES_GUEST;
 use crate::protocol;
 
 /// The door's answers: success, no host bound, a fault (the guest raises `OSError`).
@@ -81,11 +82,17 @@ impl super::wasi::FsHost for DataHost {
     }
 }
 
+/// How many preopens an instance has: three, and the packages' when there are some.
+pub fn preopens(packages: bool) -> i32 {
+    3 + i32::from(packages)
+}
+
 /// The WASI context of one instance: the three preopens in the order the
-/// image was made with (descriptors 3, 4, 5), output into the turn's buffers,
-/// nothing inherited.
+/// image was made with (descriptors 3, 4, 5; the operator's packages 6),
+/// output into the turn's buffers, nothing inherited.
 pub fn wasi_ctx(
     artifacts: &DataArtifacts,
+    packages: Option<&std::path::Path>,
     work_dir: &std::path::Path,
     read_only: bool,
     streams: &SharedStreams,
@@ -109,6 +116,11 @@ pub fn wasi_ctx(
     builder
         .preopened_dir(work_dir, "/work", perms)
         .map_err(|err| format!("cannot mount {} as /work: {err:#}", work_dir.display()))?;
+    if let Some(packages) = packages {
+        builder
+            .preopened_dir(packages, PACKAGES_GUEST, FsPerms::ReadOnly)
+            .map_err(|err| format!("cannot mount {}: {err:#}", packages.display()))?;
+    }
     Ok(builder.build_p1())
 }
 

@@ -29,6 +29,7 @@ use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 use super::artifact::{DataArtifacts, LIB_GUEST, MPL_DATA_GUEST};
 use crate::PythonError;
 use crate::module::{cache_dir, hex};
+use crate::packages::PACKAGES_GUEST;
 
 /// The runner's two halves, run in this order to make the image.
 const RUNNER_PY: &str = include_str!("../../guest/runner.py");
@@ -43,14 +44,33 @@ pub const ENTRY: &str = "__import__('sys').modules['_code_runner'].run()";
 /// The wizer release the image is made with (a new one may snapshot differently).
 const WIZER_VERSION: &str = "wasmtime-wizer 48.0.8";
 
+/// The operator's packages, as the image is made with them.
+#[derive(Clone)]
+pub struct ImagePackages {
+    /// Mounted read-only at `/packages` (the fourth preopen).
+    pub dir: PathBuf,
+    /// Part of the image's key: another lock is another image.
+    pub lock_sha256: String,
+}
+
+impl From<&crate::PythonPackages> for ImagePackages {
+    fn from(packages: &crate::PythonPackages) -> Self {
+        ImagePackages {
+            dir: packages.site_packages.clone(),
+            lock_sha256: packages.lock_sha256.clone(),
+        }
+    }
+}
+
 /// Where an image's files live, by its key.
 pub struct ImagePaths {
     key: String,
 }
 
 impl ImagePaths {
-    /// The paths of the image of `artifacts` with this binary's runner.
-    pub fn new(artifacts: &DataArtifacts) -> Self {
+    /// The paths of the image of `artifacts` with this binary's runner (and
+    /// the operator's packages: their lock is part of the key).
+    pub fn new(artifacts: &DataArtifacts, packages: Option<&ImagePackages>) -> Self {
         let mut hasher = Sha256::new();
         let http = http_module();
         for part in [
@@ -64,6 +84,9 @@ impl ImagePaths {
         ] {
             hasher.update(part.len().to_le_bytes());
             hasher.update(part);
+        }
+        if let Some(packages) = packages {
+            hasher.update(format!("packages lock sha256={}", packages.lock_sha256));
         }
         ImagePaths {
             key: hex(&hasher.finalize())[..16].to_string(),
@@ -112,14 +135,19 @@ struct PreinitHost {
 ///
 /// # Errors
 /// [`PythonError::Unavailable`] saying which step failed and the guest's output.
-pub fn make(artifacts: &DataArtifacts, paths: &ImagePaths) -> Result<Made, PythonError> {
+pub fn make(
+    artifacts: &DataArtifacts,
+    paths: &ImagePaths,
+    packages: Option<&ImagePackages>,
+) -> Result<Made, PythonError> {
     // Its own thread: wasmtime-wasi's synchronous calls must not run on a
     // caller's tokio worker, and the interpreter wants a deep native stack.
     let (artifacts, key) = (artifacts.clone(), paths.key.clone());
+    let packages = packages.cloned();
     std::thread::Builder::new()
         .name("code-runner-preinit".into())
         .stack_size(crate::THREAD_STACK_BYTES)
-        .spawn(move || make_here(&artifacts, &ImagePaths { key }))
+        .spawn(move || make_here(&artifacts, &ImagePaths { key }, packages.as_ref()))
         .map_err(|err| {
             PythonError::Unavailable(format!("cannot start the pre-initialiser: {err}"))
         })?
@@ -131,10 +159,20 @@ pub fn make(artifacts: &DataArtifacts, paths: &ImagePaths) -> Result<Made, Pytho
         })
 }
 
-fn make_here(artifacts: &DataArtifacts, paths: &ImagePaths) -> Result<Made, PythonError> {
+fn make_here(
+    artifacts: &DataArtifacts,
+    paths: &ImagePaths,
+    packages: Option<&ImagePackages>,
+) -> Result<Made, PythonError> {
     let started = Instant::now();
     tracing::info!(
-        "pre-initialising the python data stack once for this machine (about a minute of CPU; cached)"
+        "pre-initialising the python data stack once for this machine{} (about a minute of CPU; cached as python-data-{})",
+        if packages.is_some() {
+            " with the python_packages"
+        } else {
+            ""
+        },
+        paths.key
     );
     let fail = |what: &str, err: &dyn std::fmt::Display| {
         PythonError::Unavailable(format!(
@@ -167,11 +205,15 @@ fn make_here(artifacts: &DataArtifacts, paths: &ImagePaths) -> Result<Made, Pyth
         .stdout(stdout.clone())
         .stderr(stderr.clone())
         .allow_blocking_current_thread(true);
-    let preopens = [
+    // The order every instance repeats (host::wasi_ctx): the image holds the table.
+    let mut preopens = vec![
         (&artifacts.lib, LIB_GUEST, false),
         (&artifacts.mpl_data, MPL_DATA_GUEST, false),
         (&work.0, "/work", true),
     ];
+    if let Some(packages) = packages {
+        preopens.push((&packages.dir, PACKAGES_GUEST, false));
+    }
     for (host, guest, writable) in preopens {
         let perms = if writable {
             FsPerms::ReadWrite
@@ -283,6 +325,7 @@ pub fn load(
     engine: &Engine,
     artifacts: &DataArtifacts,
     paths: &ImagePaths,
+    packages: Option<&ImagePackages>,
     made: Option<Made>,
 ) -> Result<Module, PythonError> {
     let cached = paths.cwasm(engine);
@@ -292,13 +335,16 @@ pub fn load(
         // as trusted as this binary. A corrupt file fails to load (checked
         // header) and is compiled again below.
         match unsafe { Module::deserialize_file(engine, &cached) } {
-            Ok(module) => return Ok(module),
+            Ok(module) => {
+                tracing::info!("using the cached python data image {}", cached.display());
+                return Ok(module);
+            }
             Err(err) => tracing::warn!("ignoring unusable {}: {err:#}", cached.display()),
         }
     }
     let made = match made {
         Some(made) => made,
-        None => make(artifacts, paths)?,
+        None => make(artifacts, paths, packages)?,
     };
     tracing::info!(
         "compiling the python data stack once for this machine (about 1 to 2 minutes of CPU; cached at {})",

@@ -42,6 +42,8 @@ pub(crate) struct Loaded {
     pub(crate) trampolines: trampoline::Trampolines,
     /// The image's linear memory: where every instance starts.
     pub(crate) memory_bytes: usize,
+    /// The operator's packages, mounted at `/packages` (the image was made so).
+    pub(crate) packages: Option<std::path::PathBuf>,
 }
 
 /// The interpreter's instance metadata (its ~47 000 functions' entries are 1.5 MB).
@@ -56,14 +58,16 @@ const MEMORIES: u32 = 3;
 pub(crate) fn load(
     dir: &Path,
     limits: EngineLimits,
+    packages: Option<&crate::PythonPackages>,
 ) -> Result<(wasmtime::Engine, Loaded), PythonError> {
     let wasmtime_err = |e: wasmtime::Error| PythonError::Wasmtime(format!("{e:#}"));
     let artifacts = artifact::verify_data(dir)?;
-    let paths = image::ImagePaths::new(&artifacts);
+    let packages = packages.map(image::ImagePackages::from);
+    let paths = image::ImagePaths::new(&artifacts, packages.as_ref());
     let (memory_bytes, made) = match paths.memory_bytes() {
         Some(bytes) => (bytes, None),
         None => {
-            let made = image::make(&artifacts, &paths)?;
+            let made = image::make(&artifacts, &paths, packages.as_ref())?;
             (made.memory_bytes, Some(made))
         }
     };
@@ -92,7 +96,7 @@ pub(crate) fn load(
         .async_stack_size(MAX_WASM_STACK + (1 << 20))
         .parallel_compilation(true);
     let engine = wasmtime::Engine::new(&config).map_err(wasmtime_err)?;
-    let module = image::load(&engine, &artifacts, &paths, made)?;
+    let module = image::load(&engine, &artifacts, &paths, packages.as_ref(), made)?;
     let (linker, base) = host::linkers(&engine).map_err(wasmtime_err)?;
     let instance_pre = linker.instantiate_pre(&module).map_err(wasmtime_err)?;
     let trampolines = trampoline::Trampolines::new(&engine).map_err(wasmtime_err)?;
@@ -104,6 +108,7 @@ pub(crate) fn load(
             base,
             trampolines,
             memory_bytes,
+            packages: packages.map(|p| p.dir),
         },
     ))
 }

@@ -41,6 +41,7 @@ pub fn instantiate(boot: &Boot) -> Result<DataInstance, String> {
     let streams = Arc::new(Mutex::new(Streams::new(Some(8192))));
     let wasi = host::wasi_ctx(
         &loaded.artifacts,
+        loaded.packages.as_deref(),
         &options.work_dir,
         options.read_only,
         &streams,
@@ -54,7 +55,8 @@ pub fn instantiate(boot: &Boot) -> Result<DataInstance, String> {
             &options.work_dir,
             WORK_MAX_BYTES,
             WORK_MAX_FILES,
-        )),
+        ))
+        .with_preopens(host::preopens(loaded.packages.is_some())),
         originals: None,
         limiter: host::memory_limiter(options, loaded.memory_bytes),
         streams,

@@ -35,6 +35,9 @@ pub mod errno {
     pub const DENIALS: [i32; 6] = [2, 63, 69, 76, 19, 33];
 }
 
+/// The first guest descriptor with the three usual preopens.
+const FIRST_GUEST_FD: i32 = 6;
+
 /// The guard's state for one instance.
 #[derive(Debug)]
 pub struct FsGuard {
@@ -44,6 +47,9 @@ pub struct FsGuard {
     pub denied: bool,
     /// Descriptors the guest opened and still holds.
     pub(super) held: HashSet<i32>,
+    /// The first descriptor the guest can open: 0–2 are stdio, then the
+    /// preopens (three, or four with the operator's packages).
+    pub(super) first_guest_fd: i32,
 }
 
 impl FsGuard {
@@ -53,7 +59,15 @@ impl FsGuard {
             quota,
             denied: false,
             held: HashSet::new(),
+            first_guest_fd: FIRST_GUEST_FD,
         }
+    }
+
+    /// The guard of an instance with `count` preopens (3 + 3 or more).
+    #[must_use]
+    pub fn with_preopens(mut self, count: i32) -> Self {
+        self.first_guest_fd = 3 + count;
+        self
     }
 }
 

@@ -31,7 +31,7 @@ fn load(init: &Init) -> LoadedEngines {
         max_runtimes: init.python.max_runtimes,
         max_memory_mb: init.python.max_memory_mb,
     };
-    let python = load_python(init.python.dir.clone(), choice, limits)
+    let python = load_python(init.python.dir.clone(), choice, limits, None)
         .map(|(engine, _)| Arc::new(engine) as Arc<dyn Engine>)
         .map_err(|err| err.to_string());
     let v8 = code_runner_v8::V8Engine::new()

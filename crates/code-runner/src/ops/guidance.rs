@@ -126,16 +126,46 @@ fn network(config: &Config) -> String {
     )
 }
 
+/// The operator's `python_packages` as the texts name them (at most ten,
+/// then a count), or `None` when there are none.
+fn operator_packages(config: &Config) -> Option<String> {
+    let packages = &config.python_packages;
+    if packages.is_empty() {
+        return None;
+    }
+    let mut named = packages
+        .iter()
+        .take(10)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if packages.len() > 10 {
+        named.push_str(&format!(" and {} more", packages.len() - 10));
+    }
+    Some(named)
+}
+
 /// What the sandbox offers and refuses, as the tool and function texts say
-/// it: the network `egress_allow` opens, and the data stack when python runs it.
+/// it: the network `egress_allow` opens, the data stack when python runs it,
+/// and the operator's `python_packages`.
 pub fn sandbox_sentence(config: &Config, data_stack: bool) -> String {
     let network = network(config);
-    match data_stack {
-        true => format!(
+    let extra = operator_packages(config);
+    match (data_stack, extra) {
+        (true, extra) => format!(
             "{network}, no host files, nothing to install; python has numpy, pandas, scipy, \
-             scikit-learn, statsmodels and matplotlib (plt.show() returns the figure in `images`)"
+             scikit-learn, statsmodels and matplotlib (plt.show() returns the figure in `images`){}",
+            extra.map_or(String::new(), |named| format!(
+                ", and the operator's packages {named}"
+            ))
         ),
-        false => format!("{network}, no host files, no packages beyond the standard library"),
+        (false, Some(named)) => format!(
+            "{network}, no host files, nothing to install; python has the standard library and \
+             the operator's packages {named}"
+        ),
+        (false, None) => {
+            format!("{network}, no host files, no packages beyond the standard library")
+        }
     }
 }
 
@@ -143,6 +173,17 @@ pub fn sandbox_sentence(config: &Config, data_stack: bool) -> String {
 fn packages_line(config: &Config, data_stack: bool) -> String {
     let network = network(config);
     let network = network[..1].to_uppercase() + &network[1..];
+    if let Some(named) = operator_packages(config) {
+        let stack = match data_stack {
+            true => {
+                "numpy, pandas, scipy, scikit-learn, statsmodels and matplotlib (`plt.show()` returns each figure in the answer's `images`), and "
+            }
+            false => "the standard library and ",
+        };
+        return format!(
+            "- {network}, and nothing can be installed: `pip install` and `npm install` cannot work. Python has {stack}these packages the operator installed, ready to import: {named}. Otherwise use your own code."
+        );
+    }
     match data_stack {
         true => format!(
             "- {network}, and nothing can be installed: `pip install` and `npm install` cannot work. Python has numpy, pandas, scipy, scikit-learn, statsmodels and matplotlib ready to import; `plt.show()` returns each figure in the answer's `images`. Otherwise use the standard library and your own code."
@@ -233,6 +274,22 @@ mod tests {
             "{line}"
         );
         assert!(data.contains("`images`"), "{data}");
+        let packages = Config {
+            python_packages: vec!["tabulate==0.9.0".into(), "beautifulsoup4>=4.12".into()],
+            ..Config::default()
+        };
+        for data_stack in [false, true] {
+            let line = render(&packages, data_stack);
+            assert!(
+                line.contains("tabulate==0.9.0, beautifulsoup4>=4.12"),
+                "{line}"
+            );
+            let sentence = sandbox_sentence(&packages, data_stack);
+            assert!(
+                sentence.contains("tabulate==0.9.0, beautifulsoup4>=4.12"),
+                "{sentence}"
+            );
+        }
     }
 
     /// The guidance is appended after the prompt, whole, with the caps in force.

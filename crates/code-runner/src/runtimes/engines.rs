@@ -10,7 +10,7 @@ use code_runner_core::{
 use serde_json::{Value, json};
 
 use crate::ids::new_dir_name;
-use crate::runtimes::loading::{Loaded, load_python};
+use crate::runtimes::loading::{Loaded, install_packages, load_python};
 use crate::runtimes::pool::WarmPool;
 use crate::runtimes::workdir::WorkDir;
 
@@ -22,15 +22,18 @@ pub const FILES_NAMESPACE: &str = "iii";
 async fn load_in_process(
     config: &Config,
     python_dir: Option<PathBuf>,
+    packages: Option<code_runner_python::PythonPackages>,
 ) -> Result<Loaded, RunnerError> {
     let limits = code_runner_python::EngineLimits {
         max_runtimes: config.max_runtimes,
         max_memory_mb: config.max_memory_mb,
     };
     let choice = config.python_interpreter;
-    let python = tokio::task::spawn_blocking(move || load_python(python_dir, choice, limits))
-        .await
-        .map_err(|err| RunnerError::engine(format!("python engine loader panicked: {err}")))?;
+    let python = tokio::task::spawn_blocking(move || {
+        load_python(python_dir, choice, limits, packages.as_ref())
+    })
+    .await
+    .map_err(|err| RunnerError::engine(format!("python engine loader panicked: {err}")))?;
     let interpreter = python.as_ref().ok().map(|(_, name)| *name);
     let python = python
         .map(|(engine, _)| Arc::new(engine) as Arc<dyn Engine>)
@@ -68,6 +71,8 @@ pub struct Engines {
     typescript_pool: Option<Arc<WarmPool>>,
     /// With `isolation: process`, the sandbox processes behind both engines.
     sandbox: Option<Arc<code_runner_sandbox::Pool>>,
+    /// The operator's packages python imports from `/packages`, as `name==version`.
+    python_packages: Vec<String>,
     runtimes_dir: PathBuf,
     scratch_root: Option<PathBuf>,
 }
@@ -90,14 +95,21 @@ impl Engines {
         // Guest writes (python's /work, iii.files) can meet the host's
         // RLIMIT_FSIZE: they fail with EFBIG rather than kill the worker.
         code_runner_sandbox::confine::ignore_file_size_signal();
+        // Before any engine: a package that cannot be installed stops the start.
+        let packages = install_packages(config).await?;
+        let installed = packages.as_ref().map(|p| p.installed.clone());
         let loaded = match crate::runtimes::isolation::isolation(config) {
             Isolation::Process => {
                 crate::runtimes::isolation::load(config, python_dir, &runtimes_dir, !warm_pool)
                     .await
             }
-            Isolation::InProcess => load_in_process(config, python_dir).await?,
+            Isolation::InProcess => load_in_process(config, python_dir, packages).await?,
         };
-        Engines::with(config, loaded, runtimes_dir, warm_pool, warm_up_bindings)
+        let mut engines = Engines::with(config, loaded, runtimes_dir, warm_pool, warm_up_bindings)?;
+        if engines.python.is_ok() {
+            engines.python_packages = installed.unwrap_or_default();
+        }
+        Ok(engines)
     }
 
     fn with(
@@ -128,6 +140,7 @@ impl Engines {
             node,
             typescript,
             sandbox,
+            python_packages: Vec::new(),
             node_pool: None,
             typescript_pool: None,
             runtimes_dir,
@@ -258,6 +271,7 @@ impl Engines {
         json!({
             "python": status(&self.python),
             "python_interpreter": self.python_interpreter,
+            "python_packages": self.python_packages,
             "node": status(&self.node),
             "isolation": isolation,
         })

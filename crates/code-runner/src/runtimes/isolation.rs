@@ -57,7 +57,7 @@ pub(crate) async fn load(
     // every sandbox process then loads the same interpreter, read-only.
     let (probe_dir, choice) = (python_dir.clone(), config.python_interpreter);
     let python_ok = tokio::task::spawn_blocking(move || {
-        load_python(probe_dir, choice, limits).map(|(_, name)| name)
+        load_python(probe_dir, choice, limits, None).map(|(_, name)| name)
     })
     .await
     .map_err(|err| format!("python engine loader panicked: {err}"))

@@ -16,6 +16,35 @@ pub(crate) struct Loaded {
     pub sandbox: Option<Arc<code_runner_sandbox::Pool>>,
 }
 
+/// Installs the configuration's `python_packages` (or reuses their install)
+/// off the async threads; `None` when there are none.
+///
+/// # Errors
+/// `code-runner::engine` naming the package that failed and why: the worker
+/// does not start without the packages it was told to offer.
+pub(crate) async fn install_packages(
+    config: &code_runner_core::Config,
+) -> Result<Option<code_runner_python::PythonPackages>, code_runner_core::RunnerError> {
+    if config.python_packages.is_empty() {
+        return Ok(None);
+    }
+    if crate::runtimes::isolation::isolation(config) == code_runner_core::Isolation::Process {
+        return Err(code_runner_core::RunnerError::engine(
+            "python_packages is not supported with isolation: process yet (the sandbox \
+             processes do not mount /packages); use isolation: in-process or remove python_packages",
+        ));
+    }
+    let requirements = config.python_packages.clone();
+    tokio::task::spawn_blocking(move || code_runner_python::install_packages(&requirements))
+        .await
+        .map_err(|err| {
+            code_runner_core::RunnerError::engine(format!(
+                "python_packages installer panicked: {err}"
+            ))
+        })?
+        .map_err(|err| code_runner_core::RunnerError::engine(err.to_string()))
+}
+
 /// Loads the python engine: the lean interpreter from `dir` when one is
 /// given (`--python-wasm`), else the interpreter the configuration chooses
 /// from its default location. Answers the engine and its interpreter's name.
@@ -23,18 +52,19 @@ pub(crate) fn load_python(
     dir: Option<PathBuf>,
     choice: PythonInterpreter,
     limits: code_runner_python::EngineLimits,
+    packages: Option<&code_runner_python::PythonPackages>,
 ) -> Result<(code_runner_python::PythonEngine, &'static str), code_runner_python::PythonError> {
     use code_runner_python::{Interpreter, PythonEngine};
     let engine = match (dir, choice) {
-        (Some(dir), _) => PythonEngine::load(&dir, limits)?,
+        (Some(dir), _) => PythonEngine::load_lean(&dir, limits, packages)?,
         (None, PythonInterpreter::Auto) => {
-            PythonEngine::with_interpreter(Interpreter::Auto, limits)?
+            PythonEngine::with_packages(Interpreter::Auto, limits, packages)?
         }
         (None, PythonInterpreter::Lean) => {
-            PythonEngine::with_interpreter(Interpreter::Lean, limits)?
+            PythonEngine::with_packages(Interpreter::Lean, limits, packages)?
         }
         (None, PythonInterpreter::Data) => {
-            PythonEngine::with_interpreter(Interpreter::Data, limits)?
+            PythonEngine::with_packages(Interpreter::Data, limits, packages)?
         }
     };
     let name = match engine.interpreter() {

@@ -66,7 +66,26 @@ pub(crate) fn parse_value(value: &Value) -> Result<Config, RunnerError> {
     })?;
     config.validate()?;
     check_egress(&config)?;
+    check_packages(&config)?;
     Ok(config)
+}
+
+/// `python_packages` entries are requirements pip reads from the index
+/// (names and version specifiers, no URLs, paths or options), at most 64.
+fn check_packages(config: &Config) -> Result<(), RunnerError> {
+    let packages = &config.python_packages;
+    if packages.len() > code_runner_python::MAX_PACKAGES {
+        return Err(RunnerError::invalid(format!(
+            "config key `python_packages`: {} entries (at most {})",
+            packages.len(),
+            code_runner_python::MAX_PACKAGES
+        )));
+    }
+    for requirement in packages {
+        code_runner_python::check_requirement(requirement)
+            .map_err(|err| RunnerError::invalid(format!("config key {err}")))?;
+    }
+    Ok(())
 }
 
 /// The configuration's `egress_secrets` as the egress crate takes them.
@@ -108,7 +127,7 @@ mod tests {
         assert_eq!(schema["$schema"], "http://json-schema.org/draft-07/schema#");
         assert_eq!(schema["additionalProperties"], false);
         let properties = schema["properties"].as_object().unwrap();
-        assert_eq!(properties.len(), 28);
+        assert_eq!(properties.len(), 29);
         for (key, property) in properties {
             assert!(property.get("type").is_some(), "{key} is untyped");
             assert!(
@@ -141,6 +160,11 @@ mod tests {
         assert!(refusal(json!([1])).contains("configuration"));
         assert!(refusal(json!({"egress_allow": ["a/b"]})).contains("`egress_allow`"));
         assert!(refusal(json!({"egress_max_in_flight": 0})).contains("egress_max_in_flight"));
+        assert!(refusal(json!({"python_packages": ["--index-url=x"]})).contains("python_packages"));
+        assert!(
+            refusal(json!({"python_packages": ["a @ https://x/a.whl"]}))
+                .contains("python_packages")
+        );
         let secret = json!({"egress_secrets": {"bad-name": {"env": "X", "hosts": ["a.example"]}}});
         assert!(refusal(secret).contains("bad-name"));
         let secret = json!({"egress_secrets": {"T": {"env": "X", "hosts": []}}});

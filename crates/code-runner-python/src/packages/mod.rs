@@ -1,0 +1,313 @@
+//! The operator's `python_packages`: pure-Python wheels from the package
+//! index, installed once per machine and list into a read-only directory
+//! every python runtime mounts at `/packages` (on `sys.path`, after the
+//! standard library and the data stack).
+//!
+//! [`install`] runs `install.py` with the host's python3: pip resolves the
+//! list into a lock with sha256 hashes (pure-Python wheels only: `py3-none-any`),
+//! downloads exactly the locked wheels (kept in `<cache>/python-wheels`), checks
+//! each hash, refuses any wheel with compiled code naming it and why, and
+//! unpacks them within bounds (entries, sizes, paths, no symlinks). It builds
+//! into a temporary directory renamed into place only when all of it worked:
+//! `<cache>/python-packages-<key>/` with `lock.txt`, `installed.json` and
+//! `site-packages/`. The key hashes the list, the installer and the target
+//! python, so an unchanged list is reused without asking the index again and
+//! a changed one is installed afresh (and the data image rebuilt, its key
+//! including the lock's sha256).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+use crate::PythonError;
+use crate::module::{cache_dir, hex, sha256_file};
+
+/// The installer, run by the host's python3 (never by a guest).
+const INSTALLER: &str = include_str!("install.py");
+/// The python version pip resolves for: the lean interpreter's (the data
+/// flavour's 3.15 runs what 3.14 does).
+const TARGET_PYTHON: &str = "3.14";
+/// At most this many requirements.
+pub const MAX_PACKAGES: usize = 64;
+/// At most this many characters in one requirement.
+pub const MAX_REQUIREMENT_CHARS: usize = 200;
+/// How long resolving, downloading and unpacking may take in all.
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
+/// The most of the installer's stderr kept for the error message.
+const MAX_STDERR_BYTES: u64 = 64 << 10;
+/// Environment variable naming the python3 that runs pip (default `python3`).
+pub const PIP_PYTHON_ENV: &str = "CODE_RUNNER_PIP_PYTHON";
+/// Where the guest sees the packages.
+pub(crate) const PACKAGES_GUEST: &str = "/packages";
+
+/// An installed package set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PythonPackages {
+    /// The directory mounted read-only at `/packages`.
+    pub site_packages: PathBuf,
+    /// sha256 of the lock (`name==version --hash=sha256:…` per line).
+    pub lock_sha256: String,
+    /// What was installed, dependencies included, as `name==version`, sorted.
+    pub installed: Vec<String>,
+}
+
+/// Checks one requirement as configuration validation does: a name and a
+/// version specifier from the package index (no URLs, paths or pip options).
+///
+/// # Errors
+/// A sentence naming the requirement and what is wrong with it.
+pub fn check_requirement(requirement: &str) -> Result<(), String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "._-[],<>=!~*; ()'\"".contains(c);
+    if requirement.is_empty() || requirement.chars().count() > MAX_REQUIREMENT_CHARS {
+        return Err(format!(
+            "python_packages: {requirement:?} must be 1 to {MAX_REQUIREMENT_CHARS} characters"
+        ));
+    }
+    if !requirement.starts_with(|c: char| c.is_ascii_alphanumeric())
+        || !requirement.chars().all(allowed)
+    {
+        return Err(format!(
+            "python_packages: {requirement:?} is not a requirement like \"tabulate==0.9.0\" or \
+             \"beautifulsoup4>=4.12\" (a name from the package index and a version specifier; \
+             no URLs, paths or pip options)"
+        ));
+    }
+    Ok(())
+}
+
+/// The key of a requirement list: what [`install`] caches it under.
+pub fn packages_key(requirements: &[String]) -> String {
+    let mut hasher = Sha256::new();
+    for part in [INSTALLER, TARGET_PYTHON]
+        .into_iter()
+        .chain(requirements.iter().map(String::as_str))
+    {
+        hasher.update(part.len().to_le_bytes());
+        hasher.update(part);
+    }
+    hex(&hasher.finalize())[..16].to_string()
+}
+
+/// Where the package set of `requirements` is installed.
+pub fn packages_dir(requirements: &[String]) -> PathBuf {
+    cache_dir().join(format!("python-packages-{}", packages_key(requirements)))
+}
+
+/// Installs `requirements` (see the module docs), or reuses the install of
+/// the same list; `None` for an empty list.
+///
+/// # Errors
+/// [`PythonError::Unavailable`] naming the package that failed and why
+/// (unknown, compiled code, a hash mismatch, a bound), or pip's absence.
+pub fn install(requirements: &[String]) -> Result<Option<PythonPackages>, PythonError> {
+    if requirements.is_empty() {
+        return Ok(None);
+    }
+    if requirements.len() > MAX_PACKAGES {
+        return Err(PythonError::Unavailable(format!(
+            "python_packages: {} requirements (at most {MAX_PACKAGES})",
+            requirements.len()
+        )));
+    }
+    for requirement in requirements {
+        check_requirement(requirement).map_err(PythonError::Unavailable)?;
+    }
+    let dir = packages_dir(requirements);
+    if dir.join("installed.json").is_file() {
+        tracing::info!("python_packages: reusing {}", dir.display());
+        return read_installed(&dir).map(Some);
+    }
+    let started = Instant::now();
+    tracing::info!(
+        "python_packages: resolving {} with pip and installing the wheels (seconds; cached at {})",
+        requirements.join(" "),
+        dir.display()
+    );
+    let root = cache_dir();
+    std::fs::create_dir_all(root.join("python-wheels")).map_err(|err| {
+        PythonError::Unavailable(format!(
+            "python_packages: cannot create {}: {err}",
+            root.display()
+        ))
+    })?;
+    let tmp = root.join(format!(
+        ".python-packages-{}.tmp-{}",
+        packages_key(requirements),
+        crate::random_token()
+    ));
+    code_runner_core::create_private_dir(&tmp).map_err(|err| {
+        PythonError::Unavailable(format!(
+            "python_packages: cannot create {}: {err}",
+            tmp.display()
+        ))
+    })?;
+    let ran = run_installer(&tmp, &root.join("python-wheels"), requirements);
+    if let Err(err) = ran {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(err);
+    }
+    if let Err(err) = std::fs::rename(&tmp, &dir) {
+        let _ = std::fs::remove_dir_all(&tmp);
+        // Another process installing the same list finished first: use its.
+        if !dir.join("installed.json").is_file() {
+            return Err(PythonError::Unavailable(format!(
+                "python_packages: cannot move the install to {}: {err}",
+                dir.display()
+            )));
+        }
+    }
+    let packages = read_installed(&dir)?;
+    tracing::info!(
+        "python_packages: installed {} in {} ms",
+        packages.installed.join(" "),
+        started.elapsed().as_millis()
+    );
+    Ok(Some(packages))
+}
+
+fn run_installer(out: &Path, wheels: &Path, requirements: &[String]) -> Result<(), PythonError> {
+    let python = std::env::var(PIP_PYTHON_ENV).unwrap_or_else(|_| "python3".into());
+    let fail = |what: String| PythonError::Unavailable(format!("python_packages: {what}"));
+    let mut child = Command::new(&python)
+        .arg("-c")
+        .arg(INSTALLER)
+        .arg(out)
+        .arg(wheels)
+        .arg(TARGET_PYTHON)
+        .args(requirements)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|err| {
+            fail(format!(
+                "cannot run {python} (pip installs the packages; set {PIP_PYTHON_ENV} to a python3 with pip): {err}"
+            ))
+        })?;
+    let stderr = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(stderr) = stderr {
+            let mut bounded = stderr.take(MAX_STDERR_BYTES);
+            let _ = bounded.read_to_string(&mut text);
+            // Drain the rest so the child never blocks on a full pipe.
+            let _ = std::io::copy(&mut bounded.into_inner(), &mut std::io::sink());
+        }
+        text
+    });
+    let deadline = Instant::now() + INSTALL_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(fail(format!(
+                    "installing {} took over {} s; stopped",
+                    requirements.join(" "),
+                    INSTALL_TIMEOUT.as_secs()
+                )));
+            }
+            Err(err) => return Err(fail(format!("waiting for the installer: {err}"))),
+        }
+    };
+    let text = reader.join().unwrap_or_default();
+    if status.success() {
+        return Ok(());
+    }
+    let message = text
+        .lines()
+        .rev()
+        .find(|line| line.starts_with("python_packages:"))
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            let tail: String = text
+                .chars()
+                .rev()
+                .take(2000)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            format!("the installer failed ({status}): {}", tail.trim())
+        });
+    Err(PythonError::Unavailable(message))
+}
+
+fn read_installed(dir: &Path) -> Result<PythonPackages, PythonError> {
+    let fail = |err: &dyn std::fmt::Display| {
+        PythonError::Unavailable(format!(
+            "python_packages: {} is damaged ({err}); remove it to install again",
+            dir.display()
+        ))
+    };
+    let text = std::fs::read_to_string(dir.join("installed.json")).map_err(|e| fail(&e))?;
+    let parsed: serde_json::Value = serde_json::from_str(&text).map_err(|e| fail(&e))?;
+    let mut installed: Vec<String> = parsed["installed"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|item| {
+                    Some(format!(
+                        "{}=={}",
+                        item["name"].as_str()?,
+                        item["version"].as_str()?
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    installed.sort();
+    let site_packages = dir.join("site-packages");
+    if !site_packages.is_dir() {
+        return Err(fail(&"no site-packages"));
+    }
+    Ok(PythonPackages {
+        site_packages,
+        lock_sha256: sha256_file(&dir.join("lock.txt"))?,
+        installed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Options, URLs and paths are not requirements: pip must never see them.
+    #[test]
+    fn requirements_are_names_and_specifiers_only() {
+        for good in [
+            "tabulate==0.9.0",
+            "beautifulsoup4>=4.12",
+            "requests[socks]~=2.31",
+            "attrs",
+        ] {
+            assert!(check_requirement(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "-r/etc/passwd",
+            "--index-url=http://x",
+            "pkg @ https://x/y.whl",
+            "./local",
+            "a\nb",
+        ] {
+            assert!(check_requirement(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_requirement(&"a".repeat(MAX_REQUIREMENT_CHARS + 1)).is_err());
+    }
+
+    /// The key follows the list: a changed list is another install (and image).
+    #[test]
+    fn the_key_changes_with_the_list() {
+        let one = vec!["tabulate==0.9.0".to_string()];
+        let two = vec!["tabulate==0.9.0".to_string(), "attrs".to_string()];
+        assert_eq!(packages_key(&one), packages_key(&one.clone()));
+        assert_ne!(packages_key(&one), packages_key(&two));
+    }
+}

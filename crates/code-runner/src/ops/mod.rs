@@ -3,6 +3,7 @@
 //! (`crate::runtimes`).
 
 pub(crate) mod configuration;
+pub(crate) mod describe;
 pub(crate) mod egress;
 pub(crate) mod guest;
 pub(crate) mod guidance;
@@ -124,6 +125,7 @@ pub(crate) fn functions(ops: &Arc<Ops>) -> Vec<(&'static str, Function)> {
         info::function(ops),
         register::function(ops),
     ];
+        describe::function(ops),
     all.extend(configuration::functions(ops));
     all.push(guidance::function(ops));
     all

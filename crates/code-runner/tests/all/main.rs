@@ -46,6 +46,8 @@ mod namespaces;
 // — How the worker is reached and run —
 // Configuration: get/set, reload tiers, the file watch, what may be set.
 mod config;
+// Code mode: `describe`'s declarations, and calls by name through `iii.fn`.
+mod codemode;
 // The HTTP edge: routes, who may call, the edge's limits, property tests.
 mod http;
 // MCP's tool list: guest-published tools per session, its followers.

@@ -19,7 +19,7 @@ mod format;
 #[cfg(test)]
 mod tests;
 
-pub use format::{check_description, check_format};
+pub use format::{MAX_FORMAT_BYTES, check_description, check_format};
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

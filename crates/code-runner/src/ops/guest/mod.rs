@@ -7,11 +7,13 @@
 //! ([`crate::bus::bridge`]) before dispatch and carries its runtime as the
 //! [`Caller`], so what it starts is charged to it and ends with it.
 //!
-//! [`trigger`] is `iii.trigger` (calls out, bounded per turn);
+//! [`trigger`] is `iii.trigger` (calls out, bounded per turn); [`typed`] is
+//! `iii.fn.<name>(payload)` (a call by name, its payload checked first);
 //! [`register`] is node's `iii.registerFunction` (publishes for the runtime's life).
 
 mod register;
 mod trigger;
+mod typed;
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Weak};
@@ -25,6 +27,7 @@ use crate::ops::Ops;
 use crate::ops::egress::{self, TurnEgress};
 use register::register_from_guest;
 use trigger::trigger;
+use typed::call_by_name;
 
 /// What the guest's `iii` knows about the runtime it runs in.
 #[derive(Debug, Clone)]
@@ -151,8 +154,12 @@ pub(crate) fn bindings(ops: Weak<Ops>, ctx: GuestContext) -> GuestBindings {
     );
     let mut iii = BindingNamespace::new("iii")
         .function("trigger", {
-            let (ops, ctx) = (ops.clone(), ctx.clone());
+            let (ops, ctx, in_flight) = (ops.clone(), ctx.clone(), in_flight.clone());
             move |args, call| trigger(ops.clone(), ctx.clone(), in_flight.clone(), args, call)
+        })
+        .path_member("fn", {
+            let (ops, ctx) = (ops.clone(), ctx.clone());
+            move |args, call| call_by_name(ops.clone(), ctx.clone(), in_flight.clone(), args, call)
         })
         .function("fetch", {
             let (ops, ctx) = (ops.clone(), ctx.clone());

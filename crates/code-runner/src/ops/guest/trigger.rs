@@ -23,20 +23,20 @@ pub const MAX_FIRE_AND_FORGET: usize = 16;
 /// The payload of `iii.trigger`, shaped like the iii SDK's `TriggerRequest`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct TriggerRequest {
-    function_id: String,
+pub(super) struct TriggerRequest {
+    pub function_id: String,
     #[serde(default)]
-    payload: Value,
+    pub payload: Value,
     #[serde(default)]
-    timeout_ms: Option<u64>,
+    pub timeout_ms: Option<u64>,
     #[serde(default)]
-    action: Option<TriggerAction>,
+    pub action: Option<TriggerAction>,
 }
 
 /// How a call is routed, as the iii SDK spells it.
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
-enum TriggerAction {
+pub(super) enum TriggerAction {
     /// Through a named queue.
     Enqueue { queue: String },
     /// Fire-and-forget: answered at once with null.
@@ -65,6 +65,18 @@ pub(super) async fn trigger(
         .ok_or_else(|| BindingError::message("the worker is shutting down"))?;
     let request: TriggerRequest = parse(args)
         .map_err(|err| BindingError::message(format!("iii.trigger: {}", err.message)))?;
+    dispatch(ops, ctx, in_flight, request, call).await
+}
+
+/// A guest's call of `request.function_id` (from `iii.trigger` or `iii.fn`):
+/// the bridge first, then the call within what is left of the turn.
+pub(super) async fn dispatch(
+    ops: Arc<Ops>,
+    ctx: Arc<GuestContext>,
+    in_flight: Arc<AtomicUsize>,
+    request: TriggerRequest,
+    call: BindingCall,
+) -> Result<Value, BindingError> {
     bridge::admit(
         &ops.guest_triggers,
         &ops.config().guest_trigger_types,

@@ -1,0 +1,265 @@
+//! `code-runner::describe`: declarations of the functions guest code may
+//! call, for code that calls them through `iii.fn` (code mode).
+//!
+//! The functions are those `iii.trigger` would let guest code call: every
+//! function on this worker's bus that is not internal and that the bus
+//! bridge admits, and on an iii engine every other worker's function too
+//! (from `engine::functions::list`). Each gets a name by one rule
+//! ([`names`]); the declarations are generated here from the functions'
+//! JSON Schemas ([`schema`] lowers a schema within bounds, [`ts`] and [`py`]
+//! render it), each function's at most [`MAX_FUNCTION_BYTES`] (past it, its
+//! signature with `unknown` types), all of them at most
+//! [`MAX_DECLARATIONS_BYTES`] (past it, the rest are counted in `omitted`).
+
+pub(crate) mod names;
+mod py;
+pub(crate) mod schema;
+mod ts;
+mod wire;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use code_runner_core::RunnerError;
+use code_runner_core::wire::schema_of;
+use serde_json::Value;
+
+use crate::bus::names::DESCRIBE;
+use crate::bus::payload::parse;
+use crate::bus::{CallError, Function, bridge};
+use crate::ops::{Ops, handler};
+use schema::Ty;
+pub(crate) use wire::{Clash, DescribeLang, DescribeRequest, DescribeResponse, Described};
+
+/// Most bytes of one function's declaration; past it, its signature with
+/// `unknown` types.
+pub const MAX_FUNCTION_BYTES: usize = 16 * 1024;
+/// Most bytes of all the declarations of one answer; past it, the rest are
+/// left out and counted in `omitted` (narrow with `query` or `function_ids`).
+pub const MAX_DECLARATIONS_BYTES: usize = 256 * 1024;
+/// How long a describe (or an `iii.fn` call) waits for the engine's listing.
+const LIST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A function guest code may call, as described.
+#[derive(Debug, Clone)]
+pub(crate) struct Callable {
+    pub id: String,
+    pub description: Option<String>,
+    pub request: Arc<Value>,
+    pub response: Arc<Value>,
+}
+
+/// One function to declare.
+pub(crate) struct Entry {
+    pub id: String,
+    pub parts: Vec<String>,
+    pub doc: Option<String>,
+}
+
+/// `code-runner::describe`, for the composition root.
+pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
+    (
+        DESCRIBE,
+        Function::new(
+            "Declarations of the functions guest code may call, for code that calls them as iii.fn.<namespace>.<function>(payload) (my-app::greet is iii.fn.my_app.greet): TypeScript (lang \"typescript\") or Python stubs (lang \"python\"), from their JSON Schemas, with their descriptions. query keeps the functions whose id, name or description holds every word of it; function_ids names them.",
+            schema_of::<DescribeRequest>(),
+            schema_of::<DescribeResponse>(),
+            handler(ops, describe),
+        ),
+    )
+}
+
+/// `code-runner::describe`.
+pub(crate) async fn describe(ops: Arc<Ops>, payload: Value) -> Result<Value, CallError> {
+    let request: DescribeRequest = parse(payload)?;
+    request.check()?;
+    let all = callables(&ops).await;
+    drop(ops);
+    tokio::task::spawn_blocking(move || {
+        serde_json::to_value(answer(&request, all)).unwrap_or(Value::Null)
+    })
+    .await
+    .map_err(|err| RunnerError::engine(format!("describing functions failed: {err}")).into())
+}
+
+/// Every function guest code may call: this bus's, then the engine's others.
+pub(crate) async fn callables(ops: &Ops) -> Vec<Callable> {
+    let mut all: Vec<Callable> = ops
+        .bus
+        .snapshot()
+        .into_iter()
+        .filter(|(id, f)| !is_internal(&f.metadata) && bridge::check(id, &Value::Null).is_ok())
+        .map(|(id, f)| Callable {
+            id,
+            description: Some(f.description).filter(|d| !d.is_empty()),
+            request: f.request_schema,
+            response: f.response_schema,
+        })
+        .collect();
+    if let Some(out) = ops.outbound.get() {
+        let listed = out
+            .call(
+                "engine::functions::list",
+                serde_json::json!({}),
+                LIST_TIMEOUT,
+                None,
+            )
+            .await;
+        match listed {
+            Ok(listed) => {
+                let local: BTreeSet<String> = all.iter().map(|c| c.id.clone()).collect();
+                all.extend(remote(&listed, &local, |id| ops.bus.contains(id)));
+            }
+            Err(err) => {
+                tracing::debug!(code = %err.code, "engine::functions::list failed; describing this worker's functions only")
+            }
+        }
+    }
+    all
+}
+
+/// The engine's functions that are neither this worker's nor refused.
+fn remote(listed: &Value, local: &BTreeSet<String>, held: impl Fn(&str) -> bool) -> Vec<Callable> {
+    let Some(functions) = listed.get("functions").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    functions
+        .iter()
+        .filter_map(|f| {
+            let id = f.get("function_id")?.as_str()?;
+            let metadata = f.get("metadata").cloned().unwrap_or(Value::Null);
+            let skip = local.contains(id)
+                || held(id)
+                || is_internal(&metadata)
+                || bridge::check(id, &Value::Null).is_err();
+            (!skip).then(|| Callable {
+                id: id.to_string(),
+                description: f
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                request: Arc::new(f.get("request_format").cloned().unwrap_or(Value::Null)),
+                response: Arc::new(f.get("response_format").cloned().unwrap_or(Value::Null)),
+            })
+        })
+        .collect()
+}
+
+fn is_internal(metadata: &Value) -> bool {
+    metadata.get("internal").and_then(Value::as_bool) == Some(true)
+}
+
+/// Whether `callable` matches every word of `query` (in its id, name or
+/// description, ignoring case).
+fn matches(callable: &Callable, words: &[String]) -> bool {
+    let haystack = format!(
+        "{} {} {}",
+        callable.id,
+        names::name_of(&callable.id),
+        callable.description.as_deref().unwrap_or("")
+    )
+    .to_lowercase();
+    words.iter().all(|word| haystack.contains(word.as_str()))
+}
+
+/// The answer to `request` over `all` (sorted by id).
+fn answer(request: &DescribeRequest, mut all: Vec<Callable>) -> DescribeResponse {
+    all.sort_by(|a, b| a.id.cmp(&b.id));
+    let clashes = names::clashes(all.iter().map(|c| c.id.as_str()));
+    let words: Vec<String> = request
+        .query
+        .as_deref()
+        .unwrap_or("")
+        .split_whitespace()
+        .map(str::to_lowercase)
+        .collect();
+    let wanted: Option<BTreeSet<&str>> = request
+        .function_ids
+        .as_ref()
+        .map(|ids| ids.iter().map(String::as_str).collect());
+    let chosen: Vec<&Callable> = all
+        .iter()
+        .filter(|c| wanted.as_ref().is_none_or(|w| w.contains(c.id.as_str())))
+        .filter(|c| matches(c, &words))
+        .collect();
+    let mut rendered: Vec<(&Entry, String)> = Vec::new();
+    let entries: Vec<Entry> = chosen
+        .iter()
+        .map(|c| Entry {
+            id: c.id.clone(),
+            parts: names::parts_of(&c.id),
+            doc: c.description.as_deref().map(|d| schema::cut(d, 4 * 1024)),
+        })
+        .collect();
+    let mut functions = Vec::new();
+    let mut taken = BTreeSet::new();
+    let mut classes = String::new();
+    let mut total = 0;
+    let mut omitted = 0;
+    for (callable, entry) in chosen.iter().zip(&entries) {
+        let name = names::name_of(&callable.id);
+        if clashes.contains_key(&name) {
+            continue;
+        }
+        let (input, output) = (
+            schema::lower(&callable.request),
+            schema::lower(&callable.response),
+        );
+        let (mut text, mut own) = render(request.lang, entry, &input, &output, &mut taken);
+        if text.len() + own.0.len() > MAX_FUNCTION_BYTES {
+            give_back(&mut taken, own.1);
+            (text, own) = render(request.lang, entry, &Ty::Unknown, &Ty::Unknown, &mut taken);
+        }
+        if total + text.len() + own.0.len() > MAX_DECLARATIONS_BYTES {
+            give_back(&mut taken, own.1);
+            omitted += 1;
+            continue;
+        }
+        total += text.len() + own.0.len();
+        classes.push_str(&own.0);
+        rendered.push((entry, text));
+        functions.push(Described {
+            function_id: callable.id.clone(),
+            name,
+        });
+    }
+    let declarations = match request.lang {
+        DescribeLang::Typescript => ts::assemble(&rendered),
+        DescribeLang::Python => py::assemble(&classes, &rendered),
+    };
+    DescribeResponse {
+        declarations,
+        functions,
+        clashes: clashes
+            .into_iter()
+            .map(|(name, function_ids)| Clash { name, function_ids })
+            .collect(),
+        omitted,
+    }
+}
+
+/// One function's text and, for python, the classes it needs and the names
+/// they took.
+fn render(
+    lang: DescribeLang,
+    entry: &Entry,
+    input: &Ty,
+    output: &Ty,
+    taken: &mut BTreeSet<String>,
+) -> (String, (String, Vec<String>)) {
+    match lang {
+        DescribeLang::Typescript => (ts::function(entry, input, output), Default::default()),
+        DescribeLang::Python => {
+            let mut classes = py::Classes::new(taken);
+            let method = py::function(entry, input, output, &mut classes);
+            (method, (classes.text, classes.added))
+        }
+    }
+}
+
+fn give_back(taken: &mut BTreeSet<String>, names: Vec<String>) {
+    for name in names {
+        taken.remove(&name);
+    }
+}

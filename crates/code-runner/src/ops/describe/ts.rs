@@ -1,0 +1,116 @@
+//! TypeScript declarations: one `declare namespace iii.fn.<namespace>` per
+//! namespace, a `function` per id with its description as JSDoc, object
+//! types inline with their properties' descriptions.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use serde_json::Value;
+
+use super::Entry;
+use super::schema::{Object, Ty};
+
+/// `ty` as a TypeScript type.
+fn ty(t: &Ty) -> String {
+    match t {
+        Ty::Unknown => "unknown".into(),
+        Ty::Null => "null".into(),
+        Ty::Bool => "boolean".into(),
+        Ty::Int | Ty::Num => "number".into(),
+        Ty::Str => "string".into(),
+        Ty::Literals(values) => join(values.iter().map(|v| v.to_string())),
+        Ty::Array(item) => format!("Array<{}>", ty(item)),
+        Ty::Union(options) => join(options.iter().map(ty)),
+        Ty::Object(object) => obj(object),
+    }
+}
+
+fn join(items: impl Iterator<Item = String>) -> String {
+    items.collect::<Vec<_>>().join(" | ")
+}
+
+fn obj(object: &Object) -> String {
+    if object.props.is_empty() {
+        let rest = object.rest.as_deref().map_or("unknown".into(), ty);
+        return format!("Record<string, {rest}>");
+    }
+    let mut out = String::from("{ ");
+    for prop in &object.props {
+        if let Some(doc) = &prop.doc {
+            let _ = write!(out, "/** {} */ ", inline_doc(doc));
+        }
+        let optional = if prop.required { "" } else { "?" };
+        let _ = write!(out, "{}{optional}: {}; ", key(&prop.name), ty(&prop.ty));
+    }
+    out.push('}');
+    out
+}
+
+/// A property name: bare when it is an identifier, else a string literal.
+fn key(name: &str) -> String {
+    let mut chars = name.chars();
+    let ident = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
+    if ident {
+        name.to_string()
+    } else {
+        Value::String(name.to_string()).to_string()
+    }
+}
+
+/// A description on one line, unable to end its comment.
+fn inline_doc(doc: &str) -> String {
+    doc.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace("*/", "*\\/")
+}
+
+/// One function's declaration, indented for its namespace block.
+pub(super) fn function(entry: &Entry, input: &Ty, output: &Ty) -> String {
+    let mut out = String::new();
+    out.push_str("  /**\n");
+    if let Some(doc) = &entry.doc {
+        for line in doc.lines() {
+            let _ = writeln!(out, "   * {}", line.trim_end().replace("*/", "*\\/"));
+        }
+    }
+    let _ = writeln!(out, "   * Calls `{}`.", entry.id.replace("*/", "*\\/"));
+    out.push_str("   */\n");
+    let optional = match input {
+        Ty::Unknown | Ty::Null => true,
+        Ty::Object(object) => object.props.iter().all(|p| !p.required),
+        _ => false,
+    };
+    let name = entry.parts.last().map_or("_", String::as_str);
+    let _ = writeln!(
+        out,
+        "  function {name}(input{}: {}): Promise<{}>;",
+        if optional { "?" } else { "" },
+        ty(input),
+        ty(output)
+    );
+    out
+}
+
+/// The declarations of `rendered` (each entry with its text), one block per
+/// namespace.
+pub(super) fn assemble(rendered: &[(&Entry, String)]) -> String {
+    let mut blocks: BTreeMap<String, String> = BTreeMap::new();
+    for (entry, text) in rendered {
+        let namespace = entry.parts[..entry.parts.len().saturating_sub(1)].join(".");
+        blocks.entry(namespace).or_default().push_str(text);
+    }
+    let mut out = String::new();
+    for (namespace, body) in blocks {
+        let path = if namespace.is_empty() {
+            "iii.fn".to_string()
+        } else {
+            format!("iii.fn.{namespace}")
+        };
+        let _ = write!(out, "declare namespace {path} {{\n{body}}}\n");
+    }
+    out
+}

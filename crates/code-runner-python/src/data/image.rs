@@ -442,7 +442,29 @@ fn block_on<F: Future>(future: F) -> F::Output {
 
 #[cfg(test)]
 mod tests {
-    use super::{DATA_PY, ENTRY};
+    use super::{DATA_PY, ENTRY, ImagePackages, ImagePaths};
+    use crate::data::artifact::DataArtifacts;
+
+    /// Another package lock is another image; the same lock the same one,
+    /// and no packages the image of before.
+    #[test]
+    fn the_image_key_follows_the_package_lock() {
+        let artifacts = DataArtifacts {
+            wasm: "python.wasm".into(),
+            wasm_sha256: "00".into(),
+            lib: "lib".into(),
+            zip_sha256: "11".into(),
+            mpl_data: "mpl-data".into(),
+        };
+        let lock = |sha: &str| ImagePackages {
+            dir: "site-packages".into(),
+            lock_sha256: sha.into(),
+        };
+        let key = |packages: Option<&ImagePackages>| ImagePaths::new(&artifacts, packages).key;
+        assert_eq!(key(Some(&lock("aa"))), key(Some(&lock("aa"))));
+        assert_ne!(key(Some(&lock("aa"))), key(Some(&lock("bb"))));
+        assert_ne!(key(None), key(Some(&lock("aa"))));
+    }
 
     /// data.py routes exactly this line past the reactor's parser: if the two
     /// disagreed, every turn would silently take the slow way.

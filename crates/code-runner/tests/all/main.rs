@@ -24,6 +24,8 @@ mod data;
 mod fetch_python;
 // JavaScript's `fetch` through the worker's egress, against loopback servers.
 mod fetch;
+// `python_packages`: pure-Python wheels from PyPI in both interpreters; refusals stop the start.
+mod packages;
 
 // — What bounds a tenant —
 // Runtime slots: `max_runtimes`, the shares of what guest code starts, lines.

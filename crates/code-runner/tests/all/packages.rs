@@ -1,0 +1,201 @@
+//! `python_packages`: pure-Python wheels from PyPI that the operator adds,
+//! installed by pip at start and importable in every python runtime of both
+//! interpreters. These tests ask the real PyPI (pip's downloads are cached
+//! under the cache directory); without it they fail, they never skip.
+//!
+//! Every test that loads the data interpreter uses the same list
+//! ([`PACKAGES`], three packages the data stack does not have), so the test
+//! run makes one image with packages, once.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::helpers::Server;
+use crate::helpers::lang::PYTHON_INTERPRETERS;
+use crate::helpers::{ServeProcess, binary, output_within};
+
+/// The list every data-interpreter test here configures (one image for all).
+const PACKAGES: &str =
+    "python_packages: [\"roman==4.2\", \"humanize==4.9.0\", \"text-unidecode==1.3\"]\n";
+/// What a start that installs nothing new may take.
+const START_LIMIT: Duration = Duration::from_secs(300);
+
+const USE_ROMAN: &str = "import roman\nresult = roman.toRoman(1987)";
+
+/// A pure-Python package imports in a one-shot and in a kept runtime's
+/// first and later turns, in both interpreters, and `/healthz` lists it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pure_python_package_imports_in_one_shot_and_kept_runtimes_of_both_interpreters() {
+    for interpreter in PYTHON_INTERPRETERS {
+        let server = Server::with_config(&format!("{interpreter}{PACKAGES}")).await;
+        let health = server.get("/healthz").await;
+        let engines = &health.ok()["engines"];
+        assert_eq!(
+            engines["python_packages"],
+            json!(["humanize==4.9.0", "roman==4.2", "text-unidecode==1.3"]),
+            "{interpreter}: {}",
+            health.body
+        );
+        let answer = server.run(USE_ROMAN).await;
+        assert_eq!(
+            answer.ok()["result"],
+            "MCMLXXXVII",
+            "{interpreter}: {}",
+            answer.body
+        );
+        let id = server
+            .keep("import humanize\nresult = humanize.intcomma(1234567)")
+            .await;
+        let answer = server
+            .run_on(
+                &id,
+                "from text_unidecode import unidecode\n\
+                 result = [humanize.intcomma(7654321), unidecode('h\\u00e9llo'), humanize.__file__]",
+            )
+            .await;
+        assert_eq!(
+            answer.ok()["result"],
+            json!(["7,654,321", "hello", "/packages/humanize/__init__.py"]),
+            "{interpreter}: {}",
+            answer.body
+        );
+        // A module the packages do not have is still a clean ModuleNotFoundError.
+        let answer = server.run_on(&id, "import no_such_module_here").await;
+        let stderr = answer.ok()["stderr"].as_str().unwrap_or_default();
+        assert!(
+            stderr.contains("ModuleNotFoundError"),
+            "{interpreter}: {stderr}"
+        );
+        // Read-only: a guest cannot change what every runtime imports.
+        let answer = server
+            .run_on(&id, "open(humanize.__file__, 'a').write('x = 1')")
+            .await;
+        assert_eq!(
+            answer.ok()["exit_code"],
+            1,
+            "{interpreter}: {}",
+            answer.body
+        );
+        server.teardown(&id).await.ok();
+    }
+}
+
+fn write_config(dir: &Path, yaml: &str) -> std::path::PathBuf {
+    let path = dir.join("config.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+/// `code-runner serve` with `yaml`, expected to stop before serving: its stderr.
+fn failed_start(yaml: &str) -> String {
+    let dir = crate::helpers::tempdir();
+    let config = write_config(dir.path(), yaml);
+    let output = output_within(
+        binary()
+            .arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .arg("--config")
+            .arg(&config),
+        START_LIMIT,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(!output.status.success(), "the start went on: {stderr}");
+    assert!(!stderr.contains("serving on"), "{stderr}");
+    stderr
+}
+
+/// A package with only compiled wheels stops the start, named, with the reason.
+#[test]
+fn a_compiled_wheel_stops_the_start_naming_the_package_and_why() {
+    let stderr = failed_start("python_packages: [\"markupsafe==2.1.5\"]\n");
+    assert!(stderr.contains("markupsafe==2.1.5 is refused"), "{stderr}");
+    assert!(stderr.contains("compiled code"), "{stderr}");
+    assert!(stderr.contains("pure-Python"), "{stderr}");
+}
+
+/// A name PyPI does not have stops the start, named.
+#[test]
+fn an_unknown_package_stops_the_start_naming_it() {
+    let stderr = failed_start("python_packages: [\"code-runner-no-such-package-zq==1.0\"]\n");
+    assert!(
+        stderr.contains("code-runner-no-such-package-zq==1.0 cannot be installed"),
+        "{stderr}"
+    );
+    // Nothing half-built is left where a later start would take it as done.
+    let key = code_runner_python::packages_dir(&["code-runner-no-such-package-zq==1.0".into()]);
+    assert!(!key.exists(), "{} was left behind", key.display());
+}
+
+/// An option smuggled in as a requirement is refused by validation, before pip.
+#[test]
+fn a_requirement_that_is_not_a_name_is_refused_before_pip() {
+    let stderr = failed_start("python_packages: [\"--index-url=http://127.0.0.1:9/simple\"]\n");
+    assert!(stderr.contains("python_packages"), "{stderr}");
+    assert!(!stderr.contains("pip said"), "{stderr}");
+}
+
+/// The same list is reused at the next start (its install and the data
+/// image made with it: no pip, no pre-initialising); another list is
+/// installed afresh under another key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_list_is_reused_and_another_is_installed_afresh() {
+    // Made (or already cached) by a start in this process: the image is
+    // built at most once here, and the child below finds it.
+    let server = Server::with_config(&format!("python_interpreter: data\n{PACKAGES}")).await;
+    drop(server);
+    let dir = crate::helpers::tempdir();
+    let config = write_config(dir.path(), &format!("python_interpreter: data\n{PACKAGES}"));
+    let serve = ServeProcess::spawn(&dir.path().join("data"), Some(&config));
+    let log = serve.log();
+    assert!(log.contains("python_packages: reusing"), "{log}");
+    assert!(log.contains("using the cached python data image"), "{log}");
+    assert!(!log.contains("pre-initialising"), "{log}");
+    assert!(!log.contains("resolving"), "{log}");
+    let answer = crate::helpers::post_json(
+        &crate::helpers::client(),
+        &serve.url,
+        "code-runner::run",
+        &json!({"lang": "python", "code": USE_ROMAN}),
+    )
+    .await;
+    assert_eq!(answer.ok()["result"], "MCMLXXXVII", "{}", answer.body);
+    drop(serve);
+
+    // Another list: another key, installed (here into a fresh cache, so
+    // this test always sees the install happen; the lean interpreter keeps
+    // it from making a second data image).
+    let cache = crate::helpers::tempdir();
+    let other = ["roman==4.1".to_string()];
+    let config = write_config(
+        dir.path(),
+        "python_interpreter: lean\npython_packages: [\"roman==4.1\"]\n",
+    );
+    let output = output_within(
+        binary()
+            .env("CODE_RUNNER_CACHE_DIR", cache.path())
+            .arg("call")
+            .arg("--config")
+            .arg(&config)
+            .arg("code-runner::run")
+            .arg("lang=python")
+            .arg("code=result = 1"),
+        START_LIMIT,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("python_packages: resolving"), "{stderr}");
+    let installed = cache.path().join(format!(
+        "python-packages-{}",
+        code_runner_python::packages_key(&other)
+    ));
+    let lock = std::fs::read_to_string(installed.join("lock.txt")).unwrap_or_default();
+    assert!(lock.starts_with("roman==4.1 --hash=sha256:"), "{lock}");
+    assert_ne!(
+        code_runner_python::packages_key(&other),
+        code_runner_python::packages_key(&["roman==4.2".to_string()])
+    );
+}

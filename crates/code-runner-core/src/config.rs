@@ -52,6 +52,10 @@ pub const MAX_RUNTIMES_CEILING: usize = 4096;
 pub const DEFAULT_MAX_IMAGES: u64 = 8;
 /// Most image data (base64 bytes) a run response carries by default: 4 MiB.
 pub const DEFAULT_MAX_IMAGE_BYTES: u64 = 4 * 1024 * 1024;
+/// Most collected files a run response carries by default (`max_collect_files`).
+pub const DEFAULT_MAX_COLLECT_FILES: u64 = 16;
+/// Most collected file data (base64 bytes) a run response carries by default: 8 MiB.
+pub const DEFAULT_MAX_COLLECT_BYTES: u64 = 8 * 1024 * 1024;
 /// Requests one run may make by default (`egress_max_requests`).
 pub const DEFAULT_EGRESS_MAX_REQUESTS: u32 = 32;
 /// The default cap on one response body (`egress_max_response_bytes`): 8 MiB.
@@ -70,11 +74,13 @@ pub const MAX_SANDBOX_PROCESSES: usize = 256;
 /// Every other key is captured when the engines boot and cannot be rebound
 /// under live runtimes: a change to one is saved at once and applies at the
 /// next start.
-pub const NEXT_CALL_KEYS: [&str; 16] = [
+pub const NEXT_CALL_KEYS: [&str; 18] = [
     "max_result_bytes",
     "max_stream_bytes",
     "max_images",
     "max_image_bytes",
+    "max_collect_files",
+    "max_collect_bytes",
     "default_timeout_ms",
     "max_timeout_ms",
     "inject_guidance",
@@ -135,8 +141,18 @@ pub struct Config {
     pub max_images: u64,
     /// Ceiling on the image data one run response carries, in base64 bytes; 0 disables it (default 4194304). Applies to the next call.
     pub max_image_bytes: u64,
+    /// Most files a run's `collect` returns; past it the list ends with an omission marker (0 returns only the marker; default 16). Applies to the next call.
+    pub max_collect_files: u64,
+    /// Ceiling on the collected file data one run response carries, in base64 bytes; the first file past it ends the list with an omission marker (default 8388608). Applies to the next call.
+    pub max_collect_bytes: u64,
     /// The interpreter behind `lang: "python"`: `auto` (default) runs the data stack (numpy, pandas, scipy, scikit-learn, statsmodels, matplotlib) when `scripts/fetch-python-data` installed it, else the standard-library-only interpreter; `lean` always the latter; `data` always the former. Applies at the next start.
     pub python_interpreter: PythonInterpreter,
+    /// Pure-Python packages from PyPI every python runtime can import, as pip
+    /// requirements (`tabulate==0.9.0`, `beautifulsoup4>=4.12`; at most 64):
+    /// resolved with pip into a lock with hashes at start, wheels with
+    /// compiled code refused, cached per list (default none). A package that
+    /// cannot be installed stops the start. Applies at the next start.
+    pub python_packages: Vec<String>,
     /// Ceiling on a python request's `memory_mb` (default 512, at least 40). Applies at the next start.
     #[schemars(range(min = MIN_MEMORY_MB, max = MAX_MEMORY_MB_CEILING))]
     pub max_memory_mb: u64,
@@ -147,12 +163,6 @@ pub struct Config {
     /// wasmtime instances in the worker's own process) or `process` (both
     /// engines in confined sandbox processes, a second layer under the
     /// first). Applies at the next start.
-    /// Pure-Python packages from PyPI every python runtime can import, as pip
-    /// requirements (`tabulate==0.9.0`, `beautifulsoup4>=4.12`; at most 64):
-    /// resolved with pip into a lock with hashes at start, wheels with
-    /// compiled code refused, cached per list (default none). A package that
-    /// cannot be installed stops the start. Applies at the next start.
-    pub python_packages: Vec<String>,
     pub isolation: Isolation,
     /// With `isolation: process`, how many sandbox processes to keep; 0 (the
     /// default) means one per CPU. Applies at the next start.
@@ -281,7 +291,10 @@ impl Default for Config {
             max_stream_bytes: DEFAULT_MAX_STREAM_BYTES,
             max_images: DEFAULT_MAX_IMAGES,
             max_image_bytes: DEFAULT_MAX_IMAGE_BYTES,
+            max_collect_files: DEFAULT_MAX_COLLECT_FILES,
+            max_collect_bytes: DEFAULT_MAX_COLLECT_BYTES,
             python_interpreter: PythonInterpreter::Auto,
+            python_packages: Vec::new(),
             max_memory_mb: DEFAULT_MAX_MEMORY_MB,
             warm_pool: DEFAULT_WARM_POOL,
             isolation: Isolation::InProcess,
@@ -294,7 +307,6 @@ impl Default for Config {
             egress_max_response_bytes: DEFAULT_EGRESS_MAX_RESPONSE_BYTES,
             egress_timeout_ms: DEFAULT_EGRESS_TIMEOUT_MS,
             egress_max_in_flight: DEFAULT_EGRESS_MAX_IN_FLIGHT,
-            python_packages: Vec::new(),
             egress_secrets: Default::default(),
         }
     }
@@ -395,6 +407,8 @@ impl Config {
             max_stream_bytes: newer.max_stream_bytes,
             max_images: newer.max_images,
             max_image_bytes: newer.max_image_bytes,
+            max_collect_files: newer.max_collect_files,
+            max_collect_bytes: newer.max_collect_bytes,
             default_timeout_ms: newer.default_timeout_ms,
             max_timeout_ms: newer.max_timeout_ms,
             inject_guidance: newer.inject_guidance,
@@ -431,6 +445,14 @@ impl Config {
         ImageCaps {
             max_images: nonzero(self.max_images),
             max_image_bytes: nonzero(self.max_image_bytes),
+        }
+    }
+
+    /// The caps on a run's collected files (`0` is a cap of nothing, not "no cap").
+    pub fn collect_caps(&self) -> crate::files::CollectCaps {
+        crate::files::CollectCaps {
+            max_files: usize::try_from(self.max_collect_files).unwrap_or(usize::MAX),
+            max_bytes: usize::try_from(self.max_collect_bytes).unwrap_or(usize::MAX),
         }
     }
 

@@ -366,6 +366,31 @@ pub trait Runtime: Send + Sync {
         Box::pin(async move { (self.run(turn).await, TurnImages::default()) })
     }
 
+    /// Writes `files` (normalised, checked: [`crate::files::decode_inputs`])
+    /// into the runtime's root (python's `/work`, node's `iii.files`
+    /// directory) before a turn, on the runtime's own thread and within its
+    /// own quotas, so that they count as if the guest had written them.
+    ///
+    /// # Errors
+    /// `code-runner::resource_exhausted` when they do not fit the quotas
+    /// (nothing is written then), `code-runner::invalid_request` when a path
+    /// meets a file where a directory must be (or a symlink), a read-only
+    /// runtime, or an engine that takes no files.
+    fn put_files(
+        &self,
+        files: Vec<crate::files::InputFile>,
+    ) -> BoxFuture<'_, Result<(), RunnerError>> {
+        Box::pin(async move {
+            if files.is_empty() {
+                return Ok(());
+            }
+            Err(RunnerError::invalid(format!(
+                "a {} runtime here takes no files",
+                self.lang()
+            )))
+        })
+    }
+
     /// Whether the runtime is gone for good without being closed (its
     /// sandbox process died): every later turn faults, so its owner should
     /// let go of it. In-process runtimes never are.

@@ -26,6 +26,11 @@ pub enum Command {
         TurnSpec,
         tokio::sync::oneshot::Sender<(TurnOutcome, TurnImages)>,
     ),
+    /// Write a run's files into `/work` within the instance's quota, between turns.
+    PutFiles(
+        Vec<code_runner_core::files::InputFile>,
+        tokio::sync::oneshot::Sender<Result<(), code_runner_core::RunnerError>>,
+    ),
 }
 
 /// State shared between the runtime handle and its thread.

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 
+use code_runner_core::files::InputFile;
 use code_runner_core::{
     BoxFuture, Fault, Lang, RunnerError, Runtime, RuntimeOptions, TurnEnding, TurnImages,
     TurnOutcome, TurnSpec,
@@ -145,6 +146,31 @@ impl Runtime for PythonRuntime {
         Box::pin(self.turn(turn))
     }
 
+    fn put_files(&self, files: Vec<InputFile>) -> BoxFuture<'_, Result<(), RunnerError>> {
+        Box::pin(async move {
+            if files.is_empty() {
+                return Ok(());
+            }
+            let _serial = self.turn_lock.lock().await;
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let sent = {
+                let commands = self.commands.lock().unwrap_or_else(|p| p.into_inner());
+                commands
+                    .as_ref()
+                    .is_some_and(|tx| tx.send(Command::PutFiles(files, reply)).is_ok())
+            };
+            if !sent {
+                return Err(RunnerError::new(
+                    code_runner_core::ErrorCode::Expired,
+                    "the runtime was closed",
+                ));
+            }
+            answer
+                .await
+                .unwrap_or_else(|_| Err(RunnerError::engine("the runtime thread ended")))
+        })
+    }
+
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(self.shutdown())
     }
@@ -166,29 +192,49 @@ pub fn thread_main(
 ) {
     match &boot.shared.flavour {
         crate::Flavour::Lean { .. } => {
-            serve(boot, commands, ready, session::instantiate, |i, spec| {
-                let (outcome, survivor) = session::run_turn(i, spec);
-                (outcome, TurnImages::default(), survivor)
-            })
+            let flavour = Flavour {
+                instantiate: session::instantiate,
+                run: |i, spec| {
+                    let (outcome, survivor) = session::run_turn(i, spec);
+                    (outcome, TurnImages::default(), survivor)
+                },
+                put_files: session::put_files,
+            };
+            serve(boot, commands, ready, flavour)
         }
-        crate::Flavour::Data(_) => serve(
-            boot,
-            commands,
-            ready,
-            crate::data::session::instantiate,
-            crate::data::session::run_turn,
-        ),
+        crate::Flavour::Data(_) => {
+            let flavour = Flavour {
+                instantiate: crate::data::session::instantiate,
+                run: crate::data::session::run_turn,
+                put_files: crate::data::session::put_files,
+            };
+            serve(boot, commands, ready, flavour)
+        }
     }
 }
 
-/// Serves turns with one flavour's `instantiate` and `run`.
+/// What a flavour's instance does on its thread.
+struct Flavour<I> {
+    instantiate: fn(&Boot) -> Result<I, String>,
+    run: fn(I, TurnSpec) -> (TurnOutcome, TurnImages, Option<I>),
+    put_files: PutFiles<I>,
+}
+
+/// Writes a run's files into `/work` within an instance's quota.
+type PutFiles<I> = fn(&mut I, &std::path::Path, &[InputFile]) -> Result<(), RunnerError>;
+
+/// Serves turns (and the files written before them) with one flavour.
 fn serve<I>(
     boot: Boot,
     commands: Receiver<Command>,
     ready: tokio::sync::oneshot::Sender<Result<(), String>>,
-    instantiate: fn(&Boot) -> Result<I, String>,
-    run: fn(I, TurnSpec) -> (TurnOutcome, TurnImages, Option<I>),
+    flavour: Flavour<I>,
 ) {
+    let Flavour {
+        instantiate,
+        run,
+        put_files,
+    } = flavour;
     let mut live = match instantiate(&boot) {
         Ok(instance) => {
             let _ = ready.send(Ok(()));
@@ -199,10 +245,32 @@ fn serve<I>(
             return;
         }
     };
-    while let Ok(Command::Turn(spec, reply)) = commands.recv() {
+    while let Ok(command) = commands.recv() {
         if boot.link.closing.load(Ordering::SeqCst) {
             break;
         }
+        let (spec, reply) = match command {
+            Command::Turn(spec, reply) => (spec, reply),
+            Command::PutFiles(files, reply) => {
+                let written =
+                    match live.as_mut() {
+                        _ if boot.options.read_only => Err(RunnerError::invalid(
+                            "this runtime's /work is read-only: it takes no files",
+                        )),
+                        Some(instance) => put_files(instance, &boot.options.work_dir, &files),
+                        None => instantiate(&boot).map_err(RunnerError::engine).and_then(
+                            |mut instance| {
+                                let written =
+                                    put_files(&mut instance, &boot.options.work_dir, &files);
+                                live = Some(instance);
+                                written
+                            },
+                        ),
+                    };
+                let _ = reply.send(written);
+                continue;
+            }
+        };
         let instance = match live.take() {
             Some(instance) => instance,
             None => match instantiate(&boot) {

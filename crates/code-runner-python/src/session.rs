@@ -188,3 +188,14 @@ pub(crate) fn run_turn(mut instance: Instance, spec: TurnSpec) -> (TurnOutcome, 
     let (ending, keep) = finish(&head, result.map(Ok), max_result, facts);
     (outcome(ending), keep.then_some(instance))
 }
+
+/// Writes a run's files into `/work` within this instance's quota.
+pub(crate) fn put_files(
+    instance: &mut Instance,
+    root: &std::path::Path,
+    files: &[code_runner_core::files::InputFile],
+) -> Result<(), code_runner_core::RunnerError> {
+    let host = instance.store.data();
+    let mut guard = host.guard.lock().unwrap_or_else(|p| p.into_inner());
+    crate::work_quota::put_files(&mut guard.quota, root, files)
+}

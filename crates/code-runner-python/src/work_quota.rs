@@ -180,9 +180,76 @@ fn walk(root: &Path) -> Result<(u64, u64), String> {
     Ok((bytes, files))
 }
 
+/// Writes a run's files into `/work` (the host directory `root`) between
+/// turns, reserving their entries (new directories included) and their
+/// growth from `quota` first, as the guest's own writes are: past the quota
+/// nothing is written and the answer is `resource_exhausted`.
+///
+/// # Errors
+/// `resource_exhausted` with the quota's message; `invalid_request` when
+/// the tree is in the way ([`code_runner_core::files::put_error`]).
+pub fn put_files(
+    quota: &mut WorkQuota,
+    root: &Path,
+    files: &[code_runner_core::files::InputFile],
+) -> Result<(), code_runner_core::RunnerError> {
+    use code_runner_core::files::{beneath, put_error};
+    use code_runner_core::{ErrorCode, RunnerError};
+    let fd = beneath::open_root(root).map_err(|err| put_error("/work", &err))?;
+    // Between turns the tree is still: count it exactly (the running
+    // estimate may lag what the guest created), then reserve on that.
+    quota.recount(0);
+    let sizes = files
+        .iter()
+        .map(|f| (f.path.as_str(), f.bytes.len() as u64));
+    let (entries, bytes) =
+        beneath::growth(&fd, sizes).map_err(|(path, err)| put_error(path, &err))?;
+    let fits = quota.unknown.is_none()
+        && quota.files.saturating_add(entries) <= quota.max_files
+        && quota.bytes.saturating_add(bytes) <= quota.max_bytes;
+    if !fits {
+        return Err(RunnerError::new(
+            ErrorCode::ResourceExhausted,
+            format!("the request's files do not fit: {}", quota.describe()),
+        ));
+    }
+    quota.files += entries;
+    quota.bytes += bytes;
+    for file in files {
+        beneath::write_file(&fd, &file.path, &file.bytes)
+            .map_err(|err| put_error(&file.path, &err))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run's files are charged their entries (directories too) and bytes,
+    /// all or nothing.
+    #[test]
+    fn put_files_is_charged_all_or_nothing() {
+        use code_runner_core::files::InputFile;
+        let dir = tempfile::tempdir().unwrap();
+        let mut quota = WorkQuota::new(dir.path(), 100, 3);
+        let file = |path: &str, len: usize| InputFile {
+            path: path.into(),
+            bytes: vec![b'x'; len],
+        };
+        put_files(&mut quota, dir.path(), &[file("d/a", 40), file("d/b", 40)]).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("d/b")).unwrap().len(), 40);
+        let err = put_files(&mut quota, dir.path(), &[file("c", 1)]).unwrap_err();
+        assert!(err.message.contains("do not fit"), "{}", err.message);
+        let err = put_files(&mut quota, dir.path(), &[file("d/a", 61)]).unwrap_err();
+        assert!(
+            err.message.contains("limit 0 MiB and 3 files"),
+            "{}",
+            err.message
+        );
+        put_files(&mut quota, dir.path(), &[file("d/a", 60)]).unwrap();
+        assert!(!dir.path().join("c").exists());
+    }
 
     /// A rewrite near the limit is allowed after an exact recount; real growth is refused.
     #[test]

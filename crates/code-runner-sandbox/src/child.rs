@@ -156,7 +156,12 @@ async fn serve(
                 // The worker went away (or broke the protocol): nothing is left to serve.
                 Err(_) => std::process::exit(0),
             };
-        handle(&state, frame.header);
+        match frame.header {
+            ToChild::PutFiles { id, runtime, paths } => {
+                put_files(&state, id, runtime, paths, frame.blobs)
+            }
+            header => handle(&state, header),
+        }
     }
 }
 
@@ -212,6 +217,10 @@ fn handle(state: &Arc<State>, message: ToChild) {
                 state.send(outcome_frame(turn, &outcome, shots));
             });
         }
+        // `serve` hands this one its blobs; without them no file is written.
+        ToChild::PutFiles { id, runtime, paths } => {
+            put_files(state, id, runtime, paths, Vec::new())
+        }
         ToChild::Abort { turn } => {
             if let Some(signal) = lock(&state.aborts).get(&turn) {
                 signal.abort();
@@ -233,6 +242,32 @@ fn handle(state: &Arc<State>, message: ToChild) {
             }
         }
     }
+}
+
+/// Writes a run's files into one of this process's runtimes and answers `FilesPut`.
+fn put_files(state: &Arc<State>, id: u64, runtime: u64, paths: Vec<String>, blobs: Vec<Vec<u8>>) {
+    let state = state.clone();
+    tokio::spawn(async move {
+        let found = lock(&state.runtimes).get(&runtime).cloned();
+        let written = match found {
+            _ if paths.len() != blobs.len() => Err(code_runner_core::RunnerError::engine(
+                "PutFiles: as many blobs as paths expected",
+            )),
+            Some(found) => {
+                let files = paths
+                    .into_iter()
+                    .zip(blobs)
+                    .map(|(path, bytes)| code_runner_core::files::InputFile { path, bytes })
+                    .collect();
+                found.put_files(files).await
+            }
+            None => Err(code_runner_core::RunnerError::engine(format!(
+                "no runtime {runtime} in this sandbox process"
+            ))),
+        };
+        let error = written.err().map(|err| ErrorWire::from(&err));
+        state.send(Frame::new(FromChild::FilesPut { id, error }));
+    });
 }
 
 struct TurnParts {
@@ -346,6 +381,7 @@ fn forwarding_bindings(
             });
         }
         namespace.registrars = ns.registrars.into_iter().collect();
+        namespace.paths = ns.paths.into_iter().collect();
         namespace.values = ns.values;
         if let Some((name, property)) = ns.error_class {
             namespace = namespace.error_class(name, property);
@@ -397,7 +433,6 @@ fn outcome_frame(turn: u64, outcome: &TurnOutcome, images: TurnImages) -> Frame<
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-        namespace.paths = ns.paths.into_iter().collect();
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())

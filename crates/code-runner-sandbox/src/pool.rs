@@ -85,10 +85,16 @@ pub(crate) struct Conn {
 pub(crate) const SPAWN: u8 = 0;
 pub(crate) const TURN: u8 = 1;
 pub(crate) const CLOSE: u8 = 2;
+pub(crate) const FILES: u8 = 3;
 
 impl Conn {
     pub(crate) fn send(&self, message: ToChild) -> bool {
-        self.out.send(Frame::new(message).encode()).is_ok() && !self.is_dead()
+        self.send_frame(Frame::new(message))
+    }
+
+    /// Sends a frame with blobs.
+    pub(crate) fn send_frame(&self, frame: Frame<ToChild>) -> bool {
+        self.out.send(frame.encode()).is_ok() && !self.is_dead()
     }
 
     /// Registers a waiter for the reply `(kind, id)`; `None` when the child is dead.
@@ -310,6 +316,7 @@ fn dispatch(conn: &Arc<Conn>, frame: Frame<FromChild>) {
             (TURN, *turn)
         }
         FromChild::Closed { runtime } => (CLOSE, *runtime),
+        FromChild::FilesPut { id, .. } => (FILES, *id),
         FromChild::Begun { turn } => {
             if let Some(ctx) = lock(&conn.turns).get(turn) {
                 ctx.begun.store(true, Ordering::SeqCst);

@@ -208,6 +208,17 @@ pub enum ToChild {
         /// Whether the images are wanted.
         images: bool,
     },
+    /// Write a run's files into runtime `runtime` before its turn; the
+    /// frame's blobs are their contents, in the order of `paths` (checked
+    /// and normalised by the worker). Answered with `FilesPut`.
+    PutFiles {
+        /// The request's id (the reply's id).
+        id: u64,
+        /// The runtime's handle.
+        runtime: u64,
+        /// The files' paths.
+        paths: Vec<String>,
+    },
     /// Stop turn `turn`.
     Abort {
         /// The turn's id.
@@ -230,6 +241,13 @@ pub enum ToChild {
 /// Sandbox process → worker.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum FromChild {
+    /// The answer to `PutFiles`.
+    FilesPut {
+        /// The request's id.
+        id: u64,
+        /// Why the files were not written, if they were not.
+        error: Option<ErrorWire>,
+    },
     /// The engines are loaded and the process confined.
     Ready {
         /// What confinement applied.
@@ -332,6 +350,8 @@ pub struct NamespaceWire {
     pub global: String,
     pub functions: Vec<String>,
     pub registrars: Vec<String>,
+    #[serde(default)]
+    pub paths: Vec<String>,
     pub values: Map<String, Value>,
     pub error_class: Option<(String, String)>,
 }
@@ -350,8 +370,6 @@ impl From<&RunnerError> for ErrorWire {
         ErrorWire {
             code: err.code.as_str().to_string(),
             message: err.message.clone(),
-    #[serde(default)]
-    pub paths: Vec<String>,
         }
     }
 }

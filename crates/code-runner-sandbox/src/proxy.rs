@@ -10,7 +10,7 @@ use code_runner_core::{
     TurnOutcome, TurnSpec, TurnUsage,
 };
 
-use crate::pool::{CLOSE, Conn, Pool, SPAWN, TURN, TurnContext, lock};
+use crate::pool::{CLOSE, Conn, FILES, Pool, SPAWN, TURN, TurnContext, lock};
 use crate::protocol::{Frame, FromChild, NamespaceWire, OutcomeWire, ToChild};
 
 /// How long past its deadline a turn may go unanswered before its sandbox
@@ -307,6 +307,60 @@ impl Runtime for SandboxRuntime {
         self.conn.is_dead()
     }
 
+    /// One `PutFiles` frame: the paths in its header, the contents as blobs
+    /// (never JSON arrays), within the worker's frame bound.
+    fn put_files(
+        &self,
+        files: Vec<code_runner_core::files::InputFile>,
+    ) -> BoxFuture<'_, Result<(), RunnerError>> {
+        Box::pin(async move {
+            if files.is_empty() {
+                return Ok(());
+            }
+            let gone = |why: String| {
+                RunnerError::new(
+                    code_runner_core::ErrorCode::Expired,
+                    format!("the runtime ended before its files were written ({why})"),
+                )
+            };
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(gone("closed".into()));
+            }
+            let id = self.pool.next_id();
+            let Some(reply) = self.conn.expect(FILES, id) else {
+                return Err(gone(self.conn.death()));
+            };
+            let (paths, blobs) = files.into_iter().map(|f| (f.path, f.bytes)).unzip();
+            let frame = Frame {
+                header: ToChild::PutFiles {
+                    id,
+                    runtime: self.handle,
+                    paths,
+                },
+                blobs,
+            };
+            if !self.conn.send_frame(frame) {
+                self.conn.forget(FILES, id);
+                return Err(gone(self.conn.death()));
+            }
+            let _forget = ForgetOnDrop(&self.conn, id);
+            match reply.await {
+                Ok(Frame {
+                    header: FromChild::FilesPut { error: None, .. },
+                    ..
+                }) => Ok(()),
+                Ok(Frame {
+                    header:
+                        FromChild::FilesPut {
+                            error: Some(err), ..
+                        },
+                    ..
+                }) => Err(err.into()),
+                _ => Err(gone(self.conn.death())),
+            }
+        })
+    }
+
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             if self.closed.load(Ordering::SeqCst) {
@@ -331,6 +385,15 @@ impl Runtime for SandboxRuntime {
             }
             self.release();
         })
+    }
+}
+
+/// Forgets a files request's waiter when its caller stops waiting.
+struct ForgetOnDrop<'a>(&'a Conn, u64);
+
+impl Drop for ForgetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.forget(FILES, self.1);
     }
 }
 

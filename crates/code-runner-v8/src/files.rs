@@ -1,17 +1,25 @@
-//! `iii.files`: a runtime's scratch directory, one file per name, with quotas.
+//! `iii.files`: a runtime's scratch directory, files by relative path
+//! (`data/in.csv`), with quotas.
 //!
 //! The directory is the runtime's work directory, created `0700` on the
 //! first write (most runs never write one, and a `mkdir` costs a one-shot run
 //! as much as booting half an isolate) and owned by the runtime alone, so the
-//! sizes kept here are authoritative: only this type writes there. Every
-//! call opens at most one descriptor and closes it before returning, so a
-//! guest cannot hold descriptors open.
+//! sizes kept here are authoritative: only this type writes there (a run's
+//! uploaded files too, through [`Scratch::put`]). Paths follow the rules of
+//! a run's files ([`code_runner_core::files::normalise`]); directories are
+//! made as files need them and count against `scratch_files` like files, so
+//! the number of entries stays bounded. Every component is opened by
+//! descriptor without following a symlink ([`code_runner_core::files::beneath`]);
+//! every call closes what it opened before returning, so a guest cannot
+//! hold descriptors open.
 
-use std::collections::BTreeMap;
-use std::fs::{DirBuilder, OpenOptions};
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::DirBuilder;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use code_runner_core::files::{InputFile, beneath};
 
 /// The longest name a file may have, in bytes (the usual `NAME_MAX`).
 pub const MAX_NAME_BYTES: usize = 255;
@@ -56,6 +64,8 @@ pub struct Scratch {
     created: bool,
     limits: FilesLimits,
     sizes: BTreeMap<String, u64>,
+    /// Directories made for files (`data` of `data/in.csv`); each counts as a file.
+    dirs: BTreeSet<String>,
     used: u64,
     /// Set when a write was refused for a quota since the last [`Scratch::take_flags`].
     quota_hit: bool,
@@ -93,6 +103,16 @@ pub fn check_name(name: &str) -> Result<(), FilesError> {
     Ok(())
 }
 
+/// Checks and normalises `path`, a file's path relative to the scratch
+/// directory (`data/in.csv`), by the rules of a run's files.
+///
+/// # Errors
+/// `code-runner::invalid_request` saying which rule the path breaks.
+pub fn check_path(path: &str) -> Result<String, FilesError> {
+    code_runner_core::files::normalise(path)
+        .map_err(|err| FilesError::invalid(format!("iii.files: {}", err.message)))
+}
+
 fn shorten(name: &str) -> String {
     match name.char_indices().nth(80) {
         Some((cut, _)) => format!("{}…", &name[..cut]),
@@ -111,27 +131,24 @@ impl Scratch {
             created: false,
             limits,
             sizes: BTreeMap::new(),
+            dirs: BTreeSet::new(),
             used: 0,
             quota_hit: false,
             denied: false,
         };
-        let entries = match std::fs::read_dir(dir) {
-            Ok(entries) => entries,
+        match std::fs::symlink_metadata(dir) {
+            Ok(_) => {}
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(scratch),
             Err(err) => return Err(err),
-        };
+        }
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
         scratch.created = true;
-        for entry in entries {
-            let entry = entry?;
-            let (Ok(name), Ok(meta)) = (entry.file_name().into_string(), entry.metadata()) else {
-                continue;
-            };
-            if meta.is_file() {
-                scratch.used += meta.len();
-                scratch.sizes.insert(name, meta.len());
-            }
+        let walked = beneath::walk(dir)?;
+        for (path, size) in walked.files {
+            scratch.used += size;
+            scratch.sizes.insert(path, size);
         }
+        scratch.dirs.extend(walked.dirs);
         Ok(scratch)
     }
 
@@ -160,9 +177,86 @@ impl Scratch {
     /// # Errors
     /// A bad name, the read-only policy, a quota (`code-runner::resource_exhausted`), or I/O.
     pub fn write(&mut self, name: &str, contents: &[u8]) -> Result<(), FilesError> {
-        let new_len = contents.len() as u64;
-        let after = self.admit(name, new_len)?;
-        if !self.created {
+        let path = check_path(name)?;
+        let after = self.admit(&path, contents.len() as u64)?;
+        let root = self.root(true)?;
+        match beneath::write_file(&root, &path, contents) {
+            Ok(()) => {
+                self.used = after;
+                self.note_dirs(&path);
+                self.sizes.insert(path, contents.len() as u64);
+                Ok(())
+            }
+            Err(err) => {
+                self.recount(&path);
+                Err(io_error("write", &path, &err))
+            }
+        }
+    }
+
+    /// Writes a run's files before its turn, all or nothing against the
+    /// quotas: when they do not fit together, none is written.
+    ///
+    /// # Errors
+    /// The read-only policy or a quota (`code-runner::resource_exhausted`),
+    /// a path where a file is in the way, or I/O.
+    pub fn put(&mut self, files: &[InputFile]) -> Result<(), FilesError> {
+        if self.limits.read_only {
+            return Err(FilesError::invalid(
+                "iii.files: this runtime is read-only: it takes no files".into(),
+            ));
+        }
+        let Some(max_bytes) = self.limits.max_bytes else {
+            return Err(self.exhausted());
+        };
+        let (mut used, mut entries) = (self.used, self.entries());
+        let mut new_dirs = BTreeSet::new();
+        let mut new_files = BTreeMap::new();
+        for file in files {
+            for dir in parents(&file.path) {
+                if !self.dirs.contains(dir) && new_dirs.insert(dir) {
+                    entries += 1;
+                }
+            }
+            let old = match new_files.insert(file.path.as_str(), file.bytes.len() as u64) {
+                Some(old) => Some(old),
+                None => self.sizes.get(&file.path).copied(),
+            };
+            if old.is_none() {
+                entries += 1;
+            }
+            used = (used - old.unwrap_or(0)).saturating_add(file.bytes.len() as u64);
+        }
+        if used > max_bytes || entries > self.limits.max_files {
+            return Err(FilesError {
+                code: EXHAUSTED,
+                message: format!("the request's files do not fit: {}", self.describe()),
+            });
+        }
+        for file in files {
+            self.write(&file.path, &file.bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Files and directories this runtime holds: what `scratch_files` bounds.
+    fn entries(&self) -> u64 {
+        (self.sizes.len() + self.dirs.len()) as u64
+    }
+
+    /// Records the directories `path` lives in.
+    fn note_dirs(&mut self, path: &str) {
+        for dir in parents(path) {
+            if !self.dirs.contains(dir) {
+                self.dirs.insert(dir.to_string());
+            }
+        }
+    }
+
+    /// The scratch directory, opened by descriptor; with `create`, made
+    /// (0700) by the first write.
+    fn root(&mut self, create: bool) -> Result<OwnedFd, FilesError> {
+        if create && !self.created {
             let made = DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
@@ -178,28 +272,10 @@ impl Scratch {
             }
             self.created = true;
         }
-        let written = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .custom_flags(libc_o_nofollow())
-            .open(self.dir.join(name))
-            .and_then(|mut file| file.write_all(contents));
-        match written {
-            Ok(()) => {
-                self.used = after;
-                self.sizes.insert(name.to_string(), new_len);
-                Ok(())
-            }
-            Err(err) => {
-                self.recount(name);
-                Err(FilesError {
-                    code: "EIO",
-                    message: format!("iii.files: cannot write {name:?}: {err}"),
-                })
-            }
-        }
+        beneath::open_root(&self.dir).map_err(|err| FilesError {
+            code: "EIO",
+            message: format!("iii.files: cannot open the scratch directory: {err}"),
+        })
     }
 
     /// Whether `name` may be written with `len` bytes (a name, the policy,
@@ -210,7 +286,8 @@ impl Scratch {
     /// # Errors
     /// As [`Scratch::write`], without the I/O.
     pub fn admit(&mut self, name: &str, len: u64) -> Result<u64, FilesError> {
-        check_name(name)?;
+        let path = check_path(name)?;
+        let name = path.as_str();
         if self.limits.read_only {
             self.denied = true;
             return Err(FilesError::invalid(format!(
@@ -223,7 +300,10 @@ impl Scratch {
         };
         let old = self.sizes.get(name).copied();
         let after = (self.used - old.unwrap_or(0)).saturating_add(len);
-        let files_after = self.sizes.len() as u64 + u64::from(old.is_none());
+        let new_dirs = parents(name)
+            .filter(|dir| !self.dirs.contains(*dir))
+            .count() as u64;
+        let files_after = self.entries() + new_dirs + u64::from(old.is_none());
         if after > max_bytes || files_after > self.limits.max_files {
             self.refuse();
             return Err(self.exhausted());
@@ -236,22 +316,14 @@ impl Scratch {
     /// # Errors
     /// A bad name, a missing file (`ENOENT`), or I/O.
     pub fn read(&self, name: &str) -> Result<Vec<u8>, FilesError> {
-        check_name(name)?;
-        if !self.sizes.contains_key(name) {
-            return Err(self.missing(name));
+        let path = check_path(name)?;
+        if !self.sizes.contains_key(&path) {
+            return Err(self.missing(&path));
         }
         let limit = self.limits.max_bytes.unwrap_or(0);
-        let mut bytes = Vec::new();
-        OpenOptions::new()
-            .read(true)
-            .custom_flags(libc_o_nofollow())
-            .open(self.dir.join(name))
-            .and_then(|file| file.take(limit.saturating_add(1)).read_to_end(&mut bytes))
-            .map_err(|err| FilesError {
-                code: "EIO",
-                message: format!("iii.files: cannot read {name:?}: {err}"),
-            })?;
-        Ok(bytes)
+        beneath::open_root(&self.dir)
+            .and_then(|root| beneath::read_file(&root, &path, limit.saturating_add(1)))
+            .map_err(|err| io_error("read", &path, &err))
     }
 
     /// The size of file `name` in bytes.
@@ -259,14 +331,14 @@ impl Scratch {
     /// # Errors
     /// A bad name or a missing file (`ENOENT`).
     pub fn size(&self, name: &str) -> Result<u64, FilesError> {
-        check_name(name)?;
+        let path = check_path(name)?;
         self.sizes
-            .get(name)
+            .get(&path)
             .copied()
-            .ok_or_else(|| self.missing(name))
+            .ok_or_else(|| self.missing(&path))
     }
 
-    /// The names of every file, sorted.
+    /// The paths of every file, sorted (`data/in.csv`; directories are not listed).
     pub fn list(&self) -> Vec<String> {
         self.sizes.keys().cloned().collect()
     }
@@ -276,34 +348,37 @@ impl Scratch {
     /// # Errors
     /// A bad name, the read-only policy, or I/O.
     pub fn remove(&mut self, name: &str) -> Result<bool, FilesError> {
-        check_name(name)?;
+        let path = check_path(name)?;
         if self.limits.read_only {
             self.denied = true;
             return Err(FilesError::invalid(format!(
-                "iii.files: cannot remove {name:?}: this run is read-only"
+                "iii.files: cannot remove {path:?}: this run is read-only"
             )));
         }
-        let Some(size) = self.sizes.remove(name) else {
+        let Some(size) = self.sizes.remove(&path) else {
             return Ok(false);
         };
         self.used -= size;
-        match std::fs::remove_file(self.dir.join(name)) {
+        let removed = self.root(false).and_then(|root| {
+            beneath::remove_file(&root, &path).map_err(|err| io_error("remove", &path, &err))
+        });
+        match removed {
             Ok(()) => Ok(true),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(true),
+            Err(err) if err.code == "ENOENT" => Ok(true),
             Err(err) => {
-                self.recount(name);
-                Err(FilesError {
-                    code: "EIO",
-                    message: format!("iii.files: cannot remove {name:?}: {err}"),
-                })
+                self.recount(&path);
+                Err(err)
             }
         }
     }
 
     /// Deletes every file (the runtime is going away); the directory stays for its owner to remove.
     pub fn clear(&mut self) {
-        for name in std::mem::take(&mut self.sizes).into_keys() {
-            let _ = std::fs::remove_file(self.dir.join(name));
+        let files = std::mem::take(&mut self.sizes);
+        if let Ok(root) = beneath::open_root(&self.dir) {
+            for path in files.into_keys() {
+                let _ = beneath::remove_file(&root, &path);
+            }
         }
         self.used = 0;
     }
@@ -328,23 +403,44 @@ impl Scratch {
     }
 
     /// Re-reads one file's size after a failed call left it unknown.
-    fn recount(&mut self, name: &str) {
-        if let Some(old) = self.sizes.remove(name) {
+    fn recount(&mut self, path: &str) {
+        if let Some(old) = self.sizes.remove(path) {
             self.used -= old;
         }
-        if let Ok(meta) = std::fs::symlink_metadata(self.dir.join(name))
-            && meta.is_file()
-        {
-            self.used += meta.len();
-            self.sizes.insert(name.to_string(), meta.len());
+        let size = beneath::open_root(&self.dir)
+            .and_then(|root| beneath::file_size(&root, path))
+            .ok()
+            .flatten();
+        if let Some(size) = size {
+            self.used += size;
+            self.sizes.insert(path.to_string(), size);
         }
     }
 }
 
-/// `O_NOFOLLOW`: nothing here creates symlinks, and nothing here follows one.
-fn libc_o_nofollow() -> i32 {
-    // The value is fixed by the Linux ABI on every architecture this builds for.
-    0o400_000
+/// The directories `path` lives in, outermost first (`a`, `a/b` of `a/b/c`).
+fn parents(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/').map(move |(i, _)| &path[..i])
+}
+
+/// A failed I/O call on `path`: `ENOENT` when it is missing,
+/// `invalid_request` when the tree is in the way (a file where a directory
+/// must be, a symlink), else `EIO`.
+fn io_error(what: &str, path: &str, err: &std::io::Error) -> FilesError {
+    if err.kind() == std::io::ErrorKind::NotFound {
+        return FilesError {
+            code: "ENOENT",
+            message: format!("iii.files: cannot {what} {}: {err}", shorten(path)),
+        };
+    }
+    let classified = code_runner_core::files::put_error(path, err);
+    if classified.code == code_runner_core::ErrorCode::InvalidRequest {
+        return FilesError::invalid(format!("iii.files: cannot {what}: {}", classified.message));
+    }
+    FilesError {
+        code: "EIO",
+        message: format!("iii.files: cannot {what} {}: {err}", shorten(path)),
+    }
 }
 
 #[cfg(test)]
@@ -407,6 +503,42 @@ mod tests {
         assert_eq!(err.code, EXHAUSTED);
         assert!(err.message.contains("scratch_mb: 0"), "{}", err.message);
         assert!(s.list().is_empty());
+    }
+
+    /// Nested paths are files too; their directories count against the
+    /// file quota; put is all or nothing.
+    #[test]
+    fn nested_paths_count_their_directories() {
+        let (_dir, mut s) = scratch(Some(100), 4);
+        s.write("data/in.csv", b"a,b").unwrap();
+        assert_eq!(s.read("./data/in.csv").unwrap(), b"a,b");
+        assert_eq!(s.list(), vec!["data/in.csv"]);
+        for bad in ["../x", "/etc/passwd", "a//b", "data/../../x"] {
+            assert_eq!(s.write(bad, b"x").unwrap_err().code, INVALID, "{bad:?}");
+        }
+        s.write("data/more/x", b"1").unwrap();
+        assert_eq!(
+            s.write("y", b"").unwrap_err().code,
+            EXHAUSTED,
+            "4 entries: data, data/more and two files"
+        );
+        let files = |paths: &[&str]| -> Vec<InputFile> {
+            paths
+                .iter()
+                .map(|p| InputFile {
+                    path: p.to_string(),
+                    bytes: b"z".to_vec(),
+                })
+                .collect()
+        };
+        assert!(s.remove("data/more/x").unwrap());
+        assert_eq!(s.put(&files(&["p", "q"])).unwrap_err().code, EXHAUSTED);
+        assert!(
+            s.read("p").is_err(),
+            "nothing written when the files do not fit"
+        );
+        s.put(&files(&["p"])).unwrap();
+        assert_eq!(s.read("p").unwrap(), b"z");
     }
 
     /// The directory is private and a symlink planted in it is not followed.

@@ -64,8 +64,8 @@ mod watchdog;
 use std::sync::{Arc, Mutex};
 
 use code_runner_core::{
-    BoxFuture, Engine, Fault, Lang, RunnerError, Runtime, RuntimeOptions, Task, TurnEnding,
-    TurnOutcome, TurnSpec,
+    BoxFuture, Engine, ErrorCode, Fault, Lang, RunnerError, Runtime, RuntimeOptions, Task,
+    TurnEnding, TurnOutcome, TurnSpec,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -275,6 +275,38 @@ impl Runtime for V8Runtime {
 
     fn run(&self, turn: TurnSpec) -> BoxFuture<'_, TurnOutcome> {
         Box::pin(self.turn(turn))
+    }
+
+    fn put_files(
+        &self,
+        files: Vec<code_runner_core::files::InputFile>,
+    ) -> BoxFuture<'_, Result<(), RunnerError>> {
+        Box::pin(async move {
+            if files.is_empty() {
+                return Ok(());
+            }
+            let _serial = self.turn_lock.lock().await;
+            let sender = self
+                .commands
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let closed = || RunnerError::new(ErrorCode::Expired, "the runtime was closed");
+            let Some(sender) = sender else {
+                return Err(closed());
+            };
+            let (reply, answer) = oneshot::channel();
+            if sender.send(Command::PutFiles(files, reply)).await.is_err() {
+                return Err(closed());
+            }
+            match answer.await {
+                Ok(written) => written.map_err(|err| {
+                    let code = ErrorCode::parse(err.code).unwrap_or(ErrorCode::Engine);
+                    RunnerError::new(code, err.message)
+                }),
+                Err(_) => Err(closed()),
+            }
+        })
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

@@ -189,3 +189,12 @@ pub fn run_turn(
     let keep = keep && status < STATUS_QUIT;
     (outcome(ending), images, keep.then_some(live))
 }
+
+/// Writes a run's files into `/work` within this instance's quota.
+pub fn put_files(
+    instance: &mut DataInstance,
+    root: &std::path::Path,
+    files: &[code_runner_core::files::InputFile],
+) -> Result<(), code_runner_core::RunnerError> {
+    crate::work_quota::put_files(&mut instance.store.data_mut().fs.quota, root, files)
+}

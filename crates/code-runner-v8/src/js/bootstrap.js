@@ -363,8 +363,8 @@ async function filesCall(member, work, ErrorClass, memberProperty) {
   }
 }
 
-/** Longest file name, in UTF-8 bytes (`files::MAX_NAME_BYTES`). */
-const MAX_NAME_BYTES = 255;
+/** Longest file path, in UTF-8 bytes (`files::path::MAX_PATH_BYTES` of the core crate). */
+const MAX_NAME_BYTES = 1024;
 
 function invalidName(message) {
   const error = new ErrorCtor(message);
@@ -412,7 +412,6 @@ function makeFiles(ErrorClass, memberProperty) {
   return ObjectFreeze(target);
 }
 
-function makeErrorClass(name) {
 /** Most names a path member's path holds (`BindingNamespace::paths`). */
 const MAX_PATH_PARTS = 8;
 const ProxyCtor = Proxy;
@@ -448,6 +447,7 @@ function makePath(global, name, parts, ErrorClass, memberProperty) {
   return new ProxyCtor(() => {}, traps);
 }
 
+function makeErrorClass(name) {
   const ErrorClass = { [name]: class extends ErrorCtor {} }[name];
   ObjectDefineProperty(ErrorClass.prototype, "name", { __proto__: null, value: name, writable: true, configurable: true, enumerable: false });
   return ErrorClass;
@@ -488,9 +488,9 @@ function install(specJson) {
       member(name, { [name]: (args) => callBinding(global, name, args, ErrorClass, memberProperty) }[name]);
       if (name === "fetch" && global === FETCH_NAMESPACE) fetching.setBinding(global);
     }
-    for (let j = 0; j < ns.registrars.length; j++) {
     const paths = ns.paths ?? [];
     for (let j = 0; j < paths.length; j++) member(paths[j], makePath(global, paths[j], [], ErrorClass, memberProperty));
+    for (let j = 0; j < ns.registrars.length; j++) {
       const name = ns.registrars[j];
       member(name, { [name]: (id, handler, options) => register(global, name, id, handler, options, ErrorClass, memberProperty) }[name]);
     }

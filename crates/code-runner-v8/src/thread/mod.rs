@@ -32,6 +32,11 @@ use crate::watchdog::{TICK, Watch};
 pub enum Command {
     /// Run one turn and answer on the oneshot.
     Turn(TurnSpec, oneshot::Sender<TurnOutcome>),
+    /// Write a run's files into the scratch directory, within its quotas.
+    PutFiles(
+        Vec<code_runner_core::files::InputFile>,
+        oneshot::Sender<Result<(), crate::files::FilesError>>,
+    ),
 }
 
 /// Everything a runtime thread needs.
@@ -165,6 +170,9 @@ impl Engine {
             while let Poll::Ready(command) = commands.poll_recv(cx) {
                 match command {
                     Some(Command::Turn(spec, reply)) => self.start(spec, reply),
+                    Some(Command::PutFiles(files, reply)) => {
+                        let _ = reply.send(self.io.borrow_mut().scratch.put(&files));
+                    }
                     None => {
                         closed = true;
                         break;

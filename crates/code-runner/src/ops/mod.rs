@@ -5,6 +5,7 @@
 pub(crate) mod configuration;
 pub(crate) mod describe;
 pub(crate) mod egress;
+pub(crate) mod files;
 pub(crate) mod guest;
 pub(crate) mod guidance;
 pub(crate) mod info;
@@ -124,8 +125,8 @@ pub(crate) fn functions(ops: &Arc<Ops>) -> Vec<(&'static str, Function)> {
         teardown::function(ops),
         info::function(ops),
         register::function(ops),
-    ];
         describe::function(ops),
+    ];
     all.extend(configuration::functions(ops));
     all.push(guidance::function(ops));
     all

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use code_runner_core::wire::{RunRequest, RunResponse, schema_of};
+use code_runner_core::wire::{CollectedFile, RunRequest, RunResponse, schema_of};
 use code_runner_core::{
     AbortSignal, ErrorCode, Fault, ImageCaps, OutputCaps, RunnerError, Task, TurnEnding,
     TurnImages, TurnOutcome, TurnSpec, cap_images, settle_response,
@@ -18,6 +18,7 @@ use crate::bus::{CallError, Caller, Function};
 use crate::ids::{new_runtime_id, redact};
 use crate::ops::Ops;
 use crate::ops::egress::TurnEgress;
+use crate::ops::files::RunFiles;
 use crate::ops::guest::{self, GuestContext};
 use crate::ops::handler_as;
 use crate::ops::retire::{self, Live};
@@ -45,6 +46,7 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
 /// lineage and ends with the caller ([`crate::runtimes::lineage`]).
 pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result<Value, CallError> {
     let request: RunRequest = parse(payload)?;
+    let run_files = RunFiles::parse(request.files, &request.collect)?;
     let config = ops.config();
     // A guest's run (from this worker or through the engine) lives within
     // the calling turn's budget, and ends when that turn answers.
@@ -69,7 +71,9 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
         caps,
         image_caps,
         egress: egress.clone(),
+        files: Vec::new(),
     };
+    let collect_caps = config.collect_caps();
     // The turn's signal is its scope: the bounded runtime fires it when the
     // turn answers, which ends the runs its guest code started. A retried
     // turn gets what is left of the run's budget.
@@ -111,10 +115,14 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
         // turns, and the code they carry, without end.
         let _place = ops.lineage.wait_for(kept.key)?;
         let _busy = kept.enter();
+        run_files.put(kept.runtime.as_ref()).await?;
         let context = GuestContext::of(&ops, kept.key, kept.lang, None);
         let (outcome, images) = kept.runtime.run_with_images(turn(context)).await;
         retire::forget_lost_registrations(&ops, kept.key, &outcome.ending);
-        return settled.answer(outcome, images, elapsed(started), Some(id));
+        let files = run_files.collect(kept.dir_path(), collect_caps).await;
+        return settled
+            .with_files(files)
+            .answer(outcome, images, elapsed(started), Some(id));
     }
 
     let lang = request
@@ -153,7 +161,15 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
                 (engine.spawn(options).await?, dir)
             }
         };
-        Ok::<_, RunnerError>((crate::ops::retire::attach(&ops, key, runtime), dir))
+        let runtime = crate::ops::retire::attach(&ops, key, runtime);
+        // The request's files go in before any code runs; past the
+        // runtime's quotas the run ends here.
+        if let Err(err) = run_files.put(runtime.as_ref()).await {
+            runtime.close().await;
+            dir.remove().await;
+            return Err(err);
+        }
+        Ok::<_, RunnerError>((runtime, dir))
     };
     let (mut runtime, mut dir) = fresh().await?;
     let (mut outcome, mut images) = runtime
@@ -170,6 +186,7 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
             .run_with_images(turn(GuestContext::of(&ops, key, lang, None)))
             .await;
     }
+    let settled = settled.with_files(run_files.collect(Some(dir.0.clone()), collect_caps).await);
     let succeeded = matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, .. });
     if request.keep && succeeded {
         let id = new_runtime_id(ops.worker_name());
@@ -196,14 +213,21 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
     settled.answer(outcome, images, elapsed(started), None)
 }
 
-/// The caps a run's answer is settled under, and what its requests cost.
+/// The caps a run's answer is settled under, what its requests cost, and
+/// the files it collected.
 struct Settle {
     caps: OutputCaps,
     image_caps: ImageCaps,
     egress: Arc<TurnEgress>,
+    files: Vec<CollectedFile>,
 }
 
 impl Settle {
+    /// With the files the run's `collect` matched (already capped).
+    fn with_files(self, files: Vec<CollectedFile>) -> Self {
+        Settle { files, ..self }
+    }
+
     /// The response to a finished turn: its outcome settled, its images capped.
     fn answer(
         self,
@@ -215,6 +239,7 @@ impl Settle {
         let mut response = settle_response(outcome, self.caps, duration_ms, runtime_id)?;
         response.images = cap_images(images, self.image_caps);
         response.usage.egress = self.egress.usage();
+        response.files = self.files;
         Ok(serde_json::to_value(response).unwrap_or(Value::Null))
     }
 }

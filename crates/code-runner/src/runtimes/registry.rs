@@ -45,6 +45,12 @@ pub struct Kept {
 }
 
 impl Kept {
+    /// Its host directory (python's `/work`, node's `iii.files`), while it has one.
+    pub fn dir_path(&self) -> Option<std::path::PathBuf> {
+        let dir = self.dir.lock().unwrap_or_else(|p| p.into_inner());
+        dir.as_ref().map(|dir| dir.0.clone())
+    }
+
     /// Closes the runtime (its thread has exited when this returns), then
     /// removes its directory off the async workers.
     pub async fn close(&self) {

@@ -24,6 +24,8 @@ mod data;
 mod fetch_python;
 // JavaScript's `fetch` through the worker's egress, against loopback servers.
 mod fetch;
+// Files in (`files`) and out (`collect`): paths, quotas, caps, symlinks.
+mod files;
 // `python_packages`: pure-Python wheels from PyPI in both interpreters; refusals stop the start.
 mod packages;
 
@@ -44,12 +46,12 @@ mod bridge;
 mod register;
 // A runtime's own namespace, and who may write or tear down a namespace.
 mod namespaces;
+// Code mode: `describe`'s declarations, and calls by name through `iii.fn`.
+mod codemode;
 
 // — How the worker is reached and run —
 // Configuration: get/set, reload tiers, the file watch, what may be set.
 mod config;
-// Code mode: `describe`'s declarations, and calls by name through `iii.fn`.
-mod codemode;
 // The HTTP edge: routes, who may call, the edge's limits, property tests.
 mod http;
 // MCP's tool list: guest-published tools per session, its followers.

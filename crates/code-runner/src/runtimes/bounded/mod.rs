@@ -28,6 +28,9 @@ use code_runner_core::{
 /// How long past its deadline a turn may go unanswered before the worker
 /// gives its runtime up.
 pub const TURN_GRACE: Duration = Duration::from_secs(2);
+/// How long a runtime may take to write a run's files (at most a request
+/// body's worth, through a sandbox process's pipe on a busy machine).
+pub const FILES_GRACE: Duration = Duration::from_secs(30);
 
 /// Runs `turn` on `runtime` and waits at most its timeout plus
 /// [`TURN_GRACE`]; `None` when no answer came (the turn's abort signal has
@@ -149,6 +152,36 @@ impl Runtime for Bounded {
                         outcome(cap, Fault::Timeout { budget }),
                         TurnImages::default(),
                     )
+                }
+            }
+        })
+    }
+
+    /// In turn order, and within [`FILES_GRACE`]: a runtime that does not
+    /// take its files in that time is discarded.
+    fn put_files(
+        &self,
+        files: Vec<code_runner_core::files::InputFile>,
+    ) -> BoxFuture<'_, Result<(), code_runner_core::RunnerError>> {
+        Box::pin(async move {
+            if files.is_empty() {
+                return Ok(());
+            }
+            let _turn = self.order.lock().await;
+            if self.runtime.is_gone() || self.lost.load(Ordering::SeqCst) {
+                return Err(code_runner_core::RunnerError::new(
+                    code_runner_core::ErrorCode::Expired,
+                    "the runtime ended before its files were written",
+                ));
+            }
+            match tokio::time::timeout(FILES_GRACE, self.runtime.put_files(files)).await {
+                Ok(written) => written,
+                Err(_) => {
+                    self.lose();
+                    Err(code_runner_core::RunnerError::engine(format!(
+                        "the runtime did not take its files within {} s",
+                        FILES_GRACE.as_secs()
+                    )))
                 }
             }
         })

@@ -5,20 +5,30 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::address::{canonical, classify};
 use crate::allow::Host;
 use crate::gate::Gate;
 use crate::model::{
-    EgressError, Kind, MAX_REDIRECTS, MAX_REQUEST_HEADER_BYTES, MAX_REQUEST_HEADERS, MAX_URL_BYTES,
-    Policy, Request, Response, Usage,
+    BodyCharge, EgressError, Kind, MAX_BODY_BYTES_IN_FLIGHT, MAX_REDIRECTS,
+    MAX_REQUEST_HEADER_BYTES, MAX_REQUEST_HEADERS, MAX_URL_BYTES, Policy, Request, Response, Usage,
 };
 
-/// The egress of one worker: its live policy and the client behind it.
-#[derive(Debug, Default)]
+/// The egress of one worker: its live policy, and the budget of the
+/// response bodies it holds ([`MAX_BODY_BYTES_IN_FLIGHT`]).
+#[derive(Debug)]
 pub struct Egress {
     policy: RwLock<Arc<Policy>>,
+    bodies: Arc<Semaphore>,
+    body_budget: usize,
+}
+
+impl Default for Egress {
+    fn default() -> Self {
+        Egress::new(Policy::default())
+    }
 }
 
 /// Headers the guest may not set: the connection's own, and the proxy's.
@@ -50,6 +60,19 @@ impl Egress {
     pub fn new(policy: Policy) -> Egress {
         Egress {
             policy: RwLock::new(Arc::new(policy)),
+            bodies: Arc::new(Semaphore::new(MAX_BODY_BYTES_IN_FLIGHT)),
+            body_budget: MAX_BODY_BYTES_IN_FLIGHT,
+        }
+    }
+
+    /// The same egress with a budget of `bytes` for response bodies in
+    /// flight instead of [`MAX_BODY_BYTES_IN_FLIGHT`] (for tests).
+    #[must_use]
+    pub fn with_body_budget(self, bytes: usize) -> Egress {
+        Egress {
+            bodies: Arc::new(Semaphore::new(bytes)),
+            body_budget: bytes,
+            ..self
         }
     }
 
@@ -79,8 +102,15 @@ impl Egress {
         let deadline = deadline.min(Instant::now() + policy.timeout);
         let mut usage = Usage::default();
         let host_of = request_host(&request.url);
-        let outcome =
-            tokio::time::timeout_at(deadline, send(&policy, request, deadline, &mut usage)).await;
+        let budget = Budget {
+            bodies: &self.bodies,
+            bytes: self.body_budget,
+        };
+        let outcome = tokio::time::timeout_at(
+            deadline,
+            send(&policy, request, deadline, &mut usage, budget),
+        )
+        .await;
         match outcome {
             Ok(result) => result.map(|mut response| {
                 response.usage = usage;
@@ -351,6 +381,7 @@ async fn send(
     request: Request,
     deadline: Instant,
     usage: &mut Usage,
+    budget: Budget<'_>,
 ) -> Result<Response, EgressError> {
     if request.body.len() as u64 > policy.max_request_bytes {
         return Err(EgressError::new(
@@ -436,7 +467,7 @@ async fn send(
             }
             continue;
         }
-        return read(policy, response, &target, hop > 0, usage).await;
+        return read(policy, response, &target, hop > 0, usage, budget).await;
     }
     unreachable!("the loop returns by its last hop")
 }
@@ -457,12 +488,52 @@ fn network(policy: &Policy, host: &Host, err: reqwest::Error) -> EgressError {
     EgressError::new(Some(host), kind, policy.secrets.scrub_text(clip(&text)))
 }
 
+/// The worker's budget for response bodies, and its size.
+#[derive(Clone, Copy)]
+struct Budget<'a> {
+    bodies: &'a Arc<Semaphore>,
+    bytes: usize,
+}
+
+impl Budget<'_> {
+    /// `more` bytes added to `charge`, or the refusal when they do not fit.
+    fn take(
+        self,
+        charge: &mut Option<OwnedSemaphorePermit>,
+        more: usize,
+        host: &Host,
+    ) -> Result<(), EgressError> {
+        let refused = || {
+            EgressError::new(
+                Some(host),
+                Kind::TooMany,
+                format!(
+                    "the worker already holds {} bytes of response bodies, the most it holds at once; try again later",
+                    self.bytes
+                ),
+            )
+        };
+        let more = u32::try_from(more).map_err(|_| refused())?;
+        let permit = self
+            .bodies
+            .clone()
+            .try_acquire_many_owned(more)
+            .map_err(|_| refused())?;
+        match charge {
+            Some(held) => held.merge(permit),
+            None => *charge = Some(permit),
+        }
+        Ok(())
+    }
+}
+
 async fn read(
     policy: &Policy,
     mut response: reqwest::Response,
     target: &Target,
     redirected: bool,
     usage: &mut Usage,
+    budget: Budget<'_>,
 ) -> Result<Response, EgressError> {
     let cap = policy.max_response_bytes;
     let too_large = || {
@@ -482,7 +553,16 @@ async fn read(
         usage.bytes_in += (name.as_str().len() + value.len() + 4) as u64;
         headers.push((name.as_str().to_string(), policy.secrets.scrub_text(value)));
     }
-    let mut body = Vec::new();
+    // A declared length is charged and reserved at once (the body then
+    // never grows by doubling); an undeclared one chunk by chunk.
+    let declared = response
+        .content_length()
+        .and_then(|len| usize::try_from(len).ok());
+    let mut charge = None;
+    if let Some(len) = declared {
+        budget.take(&mut charge, len, &target.host)?;
+    }
+    let mut body = Vec::with_capacity(declared.unwrap_or(0));
     while let Some(chunk) = response
         .chunk()
         .await
@@ -490,6 +570,11 @@ async fn read(
     {
         if body.len() as u64 + chunk.len() as u64 > cap {
             return Err(too_large());
+        }
+        let charged = charge.as_ref().map_or(0, |c| c.num_permits());
+        let past = (body.len() + chunk.len()).saturating_sub(charged);
+        if past > 0 {
+            budget.take(&mut charge, past, &target.host)?;
         }
         body.extend_from_slice(&chunk);
     }
@@ -501,6 +586,7 @@ async fn read(
         redirected,
         headers,
         body: policy.secrets.scrub(body),
+        charge: charge.map(BodyCharge::new),
         usage: Usage::default(),
     })
 }

@@ -28,7 +28,7 @@ pub use allow::{Allow, Host};
 pub use fetch::Egress;
 pub use gate::{Gate, Permit};
 pub use model::{
-    EgressError, Kind, MAX_REDIRECTS, MAX_REQUEST_HEADER_BYTES, MAX_REQUEST_HEADERS, MAX_URL_BYTES,
-    Policy, Request, Response, Usage,
+    BodyCharge, EgressError, Kind, MAX_BODY_BYTES_IN_FLIGHT, MAX_REDIRECTS,
+    MAX_REQUEST_HEADER_BYTES, MAX_REQUEST_HEADERS, MAX_URL_BYTES, Policy, Request, Response, Usage,
 };
 pub use secrets::{SecretSpec, Secrets};

@@ -1,5 +1,6 @@
 //! What a request is, what comes back, what the policy says, what fails.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::allow::{Allow, Host};
@@ -7,6 +8,13 @@ use crate::secrets::Secrets;
 
 /// Redirects followed for one request, at most.
 pub const MAX_REDIRECTS: u32 = 5;
+/// Bytes of response bodies the whole worker holds at once, whatever the
+/// runtimes (256 MiB: 32 full 8 MiB bodies). `egress_max_in_flight` bounds
+/// one runtime; this bounds their sum, so 32 runtimes of 8 requests each
+/// cannot make the worker hold 2 GiB of bodies. A response whose bytes do
+/// not fit is refused at once (`Kind::TooMany`), never waited for: waiting
+/// bodies holding part of the budget could wait for each other forever.
+pub const MAX_BODY_BYTES_IN_FLIGHT: usize = 256 << 20;
 /// The longest URL a guest may request.
 pub const MAX_URL_BYTES: usize = 16 * 1024;
 /// The most request headers a guest may set, and their total bytes.
@@ -61,6 +69,21 @@ pub struct Request {
     pub body: Vec<u8>,
 }
 
+/// A response body's share of [`MAX_BODY_BYTES_IN_FLIGHT`], given back
+/// when the last clone is dropped: whoever keeps the body keeps this too.
+#[derive(Debug, Clone)]
+pub struct BodyCharge {
+    _held: Arc<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl BodyCharge {
+    pub(crate) fn new(permit: tokio::sync::OwnedSemaphorePermit) -> Self {
+        BodyCharge {
+            _held: Arc::new(permit),
+        }
+    }
+}
+
 /// What came back.
 #[derive(Debug, Clone)]
 pub struct Response {
@@ -76,6 +99,8 @@ pub struct Response {
     pub headers: Vec<(String, String)>,
     /// The whole body.
     pub body: Vec<u8>,
+    /// The body's share of the worker's budget for bodies in flight.
+    pub charge: Option<BodyCharge>,
     /// What the request cost.
     pub usage: Usage,
 }

@@ -495,3 +495,32 @@ async fn secrets_go_to_their_hosts_only() {
     refused(fetch(policy, bounce).await, Kind::Secret);
     assert_eq!(other.hits.load(Ordering::SeqCst), 0);
 }
+
+/// The worker's budget for response bodies in flight holds across
+/// requests: while a body is kept, one that does not fit beside it is
+/// refused at once (`TooMany`); once the first is let go, it fits.
+#[tokio::test]
+async fn bodies_in_flight_share_one_budget() {
+    let server = serve().await;
+    let port = server.port;
+    let egress = Egress::new(policy(&[format!("127.0.0.1:{port}")])).with_body_budget(1 << 20);
+    let gate = Gate::new();
+    let get = |n: usize| {
+        let request = get_(format!("http://127.0.0.1:{port}/big?n={n}"));
+        egress.fetch(&gate, request, Instant::now() + Duration::from_secs(60))
+    };
+    let kept = get(600_000).await.unwrap();
+    assert_eq!(kept.body.len(), 600_000);
+    let err = refused(get(600_000).await, Kind::TooMany);
+    assert!(
+        err.reason.contains("1048576 bytes of response bodies"),
+        "{err}"
+    );
+    assert_eq!(
+        get(0).await.unwrap().body.len(),
+        0,
+        "an empty body fits beside it"
+    );
+    drop(kept);
+    assert_eq!(get(600_000).await.unwrap().body.len(), 600_000);
+}

@@ -16,7 +16,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use code_runner_core::wire::EgressUsage;
 use code_runner_core::{AbortSignal, BindingCall, BindingError, Config};
-use code_runner_egress::{Allow, Egress, Gate, Policy, Request, Secrets, Usage};
+use code_runner_egress::{Allow, BodyCharge, Egress, Gate, Policy, Request, Secrets, Usage};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -132,7 +132,8 @@ pub(crate) struct TurnEgress {
     /// Bodies past [`BODY_PIECE_BYTES`] of requests that asked for pieces,
     /// by id, until their last piece is read or the turn ends (a request
     /// for pieces is refused while `egress_max_in_flight` bodies wait).
-    bodies: Mutex<(u64, HashMap<u64, Vec<u8>>)>,
+    /// Each keeps its share of the worker's budget for bodies in flight.
+    bodies: Mutex<(u64, HashMap<u64, (Vec<u8>, Option<BodyCharge>)>)>,
 }
 
 impl TurnEgress {
@@ -251,7 +252,7 @@ pub(crate) async fn fetch(
         let mut bodies = turn.bodies.lock().unwrap_or_else(|p| p.into_inner());
         bodies.0 += 1;
         let id = bodies.0;
-        bodies.1.insert(id, response.body);
+        bodies.1.insert(id, (response.body, response.charge));
         answer["body_id"] = json!(id);
         answer["body_bytes"] = json!(bytes);
     } else {
@@ -270,7 +271,7 @@ pub(crate) fn fetch_body(turn: &TurnEgress, args: Value) -> Result<Value, Bindin
         ))
     })?;
     let mut bodies = turn.bodies.lock().unwrap_or_else(|p| p.into_inner());
-    let body = bodies
+    let (body, _) = bodies
         .1
         .get(&args.id)
         .ok_or_else(|| refused("fetch: no such response body in this run"))?;

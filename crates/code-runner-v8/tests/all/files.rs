@@ -46,12 +46,47 @@ async fn files_round_trip_and_persist_between_turns() {
     );
 }
 
-/// A path, `..`, an empty or over-long name is an error the guest can catch.
+/// Nested paths are files too: written (directories made), read, listed
+/// by path and removed; `put_files` writes them before a turn, and a
+/// module at the top still imports.
 #[tokio::test(flavor = "multi_thread")]
-async fn names_are_one_file_each() {
+async fn nested_paths_are_files() {
+    use code_runner_core::Runtime as _;
+    let (rt, dir) = runtime().await;
+    let uploaded = code_runner_core::files::InputFile {
+        path: "in/up.csv".into(),
+        bytes: b"a,b".to_vec(),
+    };
+    rt.put_files(vec![uploaded]).await.unwrap();
+    let program = "await iii.files.write('data/deep/x.txt', 'x'); \
+                   await iii.files.write('m.js', 'export const two = 2'); \
+                   const { two } = await import('./m.js'); \
+                   return [await iii.files.readText('in/up.csv'), await iii.files.readText('./data/deep/x.txt'), \
+                           await iii.files.list(), two, await iii.files.remove('data/deep/x.txt'), await iii.files.list()]";
+    assert_eq!(
+        value(&rt.run(iii(program)).await),
+        json!([
+            "a,b",
+            "x",
+            ["data/deep/x.txt", "in/up.csv", "m.js"],
+            2,
+            true,
+            ["in/up.csv", "m.js"]
+        ])
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("files/in/up.csv")).unwrap(),
+        b"a,b"
+    );
+}
+
+/// A path out of the directory (absolute, `..`), an empty component or an
+/// over-long name is an error the guest can catch.
+#[tokio::test(flavor = "multi_thread")]
+async fn names_stay_in_the_directory() {
     let (rt, dir) = runtime().await;
     let program = "const out = []; \
-                   for (const name of ['../escape', '/etc/passwd', 'a/b', '..', '.', '', 'x'.repeat(256)]) { \
+                   for (const name of ['../escape', '/etc/passwd', 'a//b', '..', '.', '', 'x'.repeat(256)]) { \
                      try { await iii.files.write(name, 'x'); out.push('written ' + name) } \
                      catch (e) { out.push([e instanceof IIIError, e.code, e.member]) } } \
                    try { await iii.files.read('missing') } catch (e) { out.push([e.code, e.message]) } \

@@ -308,7 +308,7 @@ async fn child_files_inputs() {
         answers[1]
             .as_str()
             .unwrap_or_default()
-            .contains("a name is at most 255 bytes, this one has 300000000 characters"),
+            .contains("a name is at most 1024 bytes, this one has 300000000 characters"),
         "{answers}"
     );
     let grew = peak_rss_mib() - before;

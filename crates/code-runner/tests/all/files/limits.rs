@@ -185,7 +185,7 @@ async fn collect_caps_end_the_list_with_a_marker() {
 async fn files_round_trip_cost() {
     let server = Server::start().await;
     let csv: String = (0..32768)
-        .map(|i| format!("{i:08},{:021}\n", i * 7))
+        .map(|i| format!("{i:08},{:022}\n", i * 7))
         .collect();
     assert_eq!(csv.len(), 1 << 20);
     for lang in LANGS {

@@ -17,7 +17,7 @@ pub(crate) mod schema;
 mod ts;
 mod wire;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +48,9 @@ pub(crate) struct Callable {
     pub description: Option<String>,
     pub request: Arc<Value>,
     pub response: Arc<Value>,
+    /// Another worker's, listed by the engine without its schemas
+    /// ([`with_schemas`] fetches them).
+    pub remote: bool,
 }
 
 /// One function to declare.
@@ -74,10 +77,14 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
 pub(crate) async fn describe(ops: Arc<Ops>, payload: Value) -> Result<Value, CallError> {
     let request: DescribeRequest = parse(payload)?;
     request.check()?;
-    let all = callables(&ops).await;
+    let mut all = callables(&ops).await;
+    all.sort_by(|a, b| a.id.cmp(&b.id));
+    let clashes = names::clashes(all.iter().map(|c| c.id.as_str()));
+    let mut chosen = select(&request, all);
+    with_schemas(&ops, &mut chosen).await;
     drop(ops);
     tokio::task::spawn_blocking(move || {
-        serde_json::to_value(answer(&request, all)).unwrap_or(Value::Null)
+        serde_json::to_value(answer(&request, &chosen, clashes)).unwrap_or(Value::Null)
     })
     .await
     .map_err(|err| RunnerError::engine(format!("describing functions failed: {err}")).into())
@@ -95,6 +102,7 @@ pub(crate) async fn callables(ops: &Ops) -> Vec<Callable> {
             description: Some(f.description).filter(|d| !d.is_empty()),
             request: f.request_schema,
             response: f.response_schema,
+            remote: false,
         })
         .collect();
     if let Some(out) = ops.outbound.get() {
@@ -139,8 +147,9 @@ fn remote(listed: &Value, local: &BTreeSet<String>, held: impl Fn(&str) -> bool)
                     .get("description")
                     .and_then(Value::as_str)
                     .map(str::to_string),
-                request: Arc::new(f.get("request_format").cloned().unwrap_or(Value::Null)),
-                response: Arc::new(f.get("response_format").cloned().unwrap_or(Value::Null)),
+                request: Arc::new(schema_in(f, "request")),
+                response: Arc::new(schema_in(f, "response")),
+                remote: true,
             })
         })
         .collect()
@@ -163,10 +172,8 @@ fn matches(callable: &Callable, words: &[String]) -> bool {
     words.iter().all(|word| haystack.contains(word.as_str()))
 }
 
-/// The answer to `request` over `all` (sorted by id).
-fn answer(request: &DescribeRequest, mut all: Vec<Callable>) -> DescribeResponse {
-    all.sort_by(|a, b| a.id.cmp(&b.id));
-    let clashes = names::clashes(all.iter().map(|c| c.id.as_str()));
+/// The functions `request` asks for (by `function_ids` and `query`).
+fn select(request: &DescribeRequest, all: Vec<Callable>) -> Vec<Callable> {
     let words: Vec<String> = request
         .query
         .as_deref()
@@ -178,11 +185,73 @@ fn answer(request: &DescribeRequest, mut all: Vec<Callable>) -> DescribeResponse
         .function_ids
         .as_ref()
         .map(|ids| ids.iter().map(String::as_str).collect());
-    let chosen: Vec<&Callable> = all
-        .iter()
+    all.into_iter()
         .filter(|c| wanted.as_ref().is_none_or(|w| w.contains(c.id.as_str())))
         .filter(|c| matches(c, &words))
+        .collect()
+}
+
+/// Fills in the schemas of the remote functions among `callables` from the
+/// engine's `engine::functions::info`, 100 ids a call (its listing carries
+/// none). A function the engine does not describe keeps `unknown` types.
+pub(crate) async fn with_schemas(ops: &Ops, callables: &mut [Callable]) {
+    let Some(out) = ops.outbound.get() else {
+        return;
+    };
+    let ids: Vec<String> = callables
+        .iter()
+        .filter(|c| c.remote)
+        .map(|c| c.id.clone())
         .collect();
+    for chunk in ids.chunks(100) {
+        let info = out
+            .call(
+                "engine::functions::info",
+                serde_json::json!({ "function_ids": chunk }),
+                LIST_TIMEOUT,
+                None,
+            )
+            .await;
+        let info = match info {
+            Ok(info) => info,
+            Err(err) => {
+                tracing::debug!(code = %err.code, "engine::functions::info failed; remote functions keep unknown types");
+                continue;
+            }
+        };
+        let entries = info
+            .get("functions")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .or_else(|| info.as_array().map(Vec::as_slice))
+            .unwrap_or_else(|| std::slice::from_ref(&info));
+        for entry in entries {
+            let Some(id) = entry.get("function_id").and_then(Value::as_str) else {
+                continue;
+            };
+            if let Some(c) = callables.iter_mut().find(|c| c.remote && c.id == id) {
+                c.request = Arc::new(schema_in(entry, "request"));
+                c.response = Arc::new(schema_in(entry, "response"));
+            }
+        }
+    }
+}
+
+/// A listing entry's `<side>_schema` (or `<side>_format`), else null.
+fn schema_in(entry: &Value, side: &str) -> Value {
+    entry
+        .get(format!("{side}_schema"))
+        .or_else(|| entry.get(format!("{side}_format")))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// The answer for `chosen` (sorted by id); `clashes` over every callable.
+fn answer(
+    request: &DescribeRequest,
+    chosen: &[Callable],
+    clashes: BTreeMap<String, Vec<String>>,
+) -> DescribeResponse {
     let mut rendered: Vec<(&Entry, String)> = Vec::new();
     let entries: Vec<Entry> = chosen
         .iter()

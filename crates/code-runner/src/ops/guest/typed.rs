@@ -19,7 +19,7 @@ use crate::bus::FUNCTION_NOT_FOUND;
 use crate::bus::catalog::MAX_FORMAT_BYTES;
 use crate::bus::payload::parse;
 use crate::ops::Ops;
-use crate::ops::describe::{callables, names};
+use crate::ops::describe::{callables, names, with_schemas};
 
 /// Most names in a path (the engines refuse more before calling).
 const MAX_PATH_PARTS: usize = 8;
@@ -57,7 +57,7 @@ pub(super) async fn call_by_name(
         .into_iter()
         .filter(|c| names::name_of(&c.id) == name)
         .collect();
-    let callable = match found.as_slice() {
+    let mut callable = match found.as_slice() {
         [one] => one.clone(),
         [] => {
             return Err(BindingError {
@@ -77,6 +77,9 @@ pub(super) async fn call_by_name(
             .into());
         }
     };
+    if callable.remote {
+        with_schemas(&ops, std::slice::from_mut(&mut callable)).await;
+    }
     let (schema, payload) = (callable.request.clone(), request.args);
     let checked =
         tokio::task::spawn_blocking(move || check_payload(&schema, &payload).map(|()| payload))

@@ -5,6 +5,7 @@
 
 mod calls;
 mod describe;
+mod engine;
 
 use serde_json::{Value, json};
 

@@ -175,6 +175,11 @@ pub struct PythonInit {
     pub max_runtimes: usize,
     /// The linear-memory ceiling.
     pub max_memory_mb: u64,
+    /// The operator's `python_packages`, which the worker installed before
+    /// starting the child: the child finds the install in the cache and
+    /// mounts it (it never runs pip).
+    #[serde(default)]
+    pub packages: Vec<String>,
 }
 
 /// Worker → sandbox process.

@@ -31,7 +31,12 @@ fn load(init: &Init) -> LoadedEngines {
         max_runtimes: init.python.max_runtimes,
         max_memory_mb: init.python.max_memory_mb,
     };
-    let python = load_python(init.python.dir.clone(), choice, limits, None)
+    // The worker installed the packages before starting this process: this
+    // finds that install in the cache (no pip runs here).
+    let python = code_runner_python::install_packages(&init.python.packages)
+        .and_then(|packages| {
+            load_python(init.python.dir.clone(), choice, limits, packages.as_ref())
+        })
         .map(|(engine, _)| Arc::new(engine) as Arc<dyn Engine>)
         .map_err(|err| err.to_string());
     let v8 = code_runner_v8::V8Engine::new()

@@ -100,8 +100,14 @@ impl Engines {
         let installed = packages.as_ref().map(|p| p.installed.clone());
         let loaded = match crate::runtimes::isolation::isolation(config) {
             Isolation::Process => {
-                crate::runtimes::isolation::load(config, python_dir, &runtimes_dir, !warm_pool)
-                    .await
+                crate::runtimes::isolation::load(
+                    config,
+                    python_dir,
+                    packages,
+                    &runtimes_dir,
+                    !warm_pool,
+                )
+                .await
             }
             Isolation::InProcess => load_in_process(config, python_dir, packages).await?,
         };

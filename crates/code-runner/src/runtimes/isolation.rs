@@ -46,6 +46,7 @@ fn max_files(config: &Config) -> u64 {
 pub(crate) async fn load(
     config: &Config,
     python_dir: Option<PathBuf>,
+    packages: Option<code_runner_python::PythonPackages>,
     runtimes_dir: &Path,
     one_call: bool,
 ) -> Loaded {
@@ -57,7 +58,7 @@ pub(crate) async fn load(
     // every sandbox process then loads the same interpreter, read-only.
     let (probe_dir, choice) = (python_dir.clone(), config.python_interpreter);
     let python_ok = tokio::task::spawn_blocking(move || {
-        load_python(probe_dir, choice, limits, None).map(|(_, name)| name)
+        load_python(probe_dir, choice, limits, packages.as_ref()).map(|(_, name)| name)
     })
     .await
     .map_err(|err| format!("python engine loader panicked: {err}"))
@@ -101,6 +102,7 @@ pub(crate) async fn load(
                 interpreter: interpreter.unwrap_or("lean").to_string(),
                 max_runtimes: config.max_runtimes,
                 max_memory_mb: config.max_memory_mb,
+                packages: config.python_packages.clone(),
             },
             writable,
             readable: python_dir

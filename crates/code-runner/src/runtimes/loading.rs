@@ -28,12 +28,6 @@ pub(crate) async fn install_packages(
     if config.python_packages.is_empty() {
         return Ok(None);
     }
-    if crate::runtimes::isolation::isolation(config) == code_runner_core::Isolation::Process {
-        return Err(code_runner_core::RunnerError::engine(
-            "python_packages is not supported with isolation: process yet (the sandbox \
-             processes do not mount /packages); use isolation: in-process or remove python_packages",
-        ));
-    }
     let requirements = config.python_packages.clone();
     tokio::task::spawn_blocking(move || code_runner_python::install_packages(&requirements))
         .await

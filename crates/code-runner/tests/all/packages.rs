@@ -82,6 +82,32 @@ async fn a_pure_python_package_imports_in_one_shot_and_kept_runtimes_of_both_int
     }
 }
 
+/// With `isolation: process` the sandbox processes mount the install the
+/// worker made (they never run pip), in both interpreters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandbox_processes_import_the_packages_too() {
+    for interpreter in PYTHON_INTERPRETERS {
+        let server =
+            Server::with_config(&format!("isolation: process\n{interpreter}{PACKAGES}")).await;
+        let answer = server.run(USE_ROMAN).await;
+        assert_eq!(
+            answer.ok()["result"],
+            "MCMLXXXVII",
+            "{interpreter}: {}",
+            answer.body
+        );
+        let id = server.keep("import humanize\nresult = 1").await;
+        let answer = server.run_on(&id, "result = humanize.intcomma(1000)").await;
+        assert_eq!(
+            answer.ok()["result"],
+            "1,000",
+            "{interpreter}: {}",
+            answer.body
+        );
+        server.teardown(&id).await.ok();
+    }
+}
+
 fn write_config(dir: &Path, yaml: &str) -> std::path::PathBuf {
     let path = dir.join("config.yaml");
     std::fs::write(&path, yaml).unwrap();

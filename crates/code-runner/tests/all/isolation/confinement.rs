@@ -83,6 +83,7 @@ async fn a_confined_process_is_refused_socket_execve_and_host_files() {
                 interpreter: "lean".to_string(),
                 max_runtimes: 1,
                 max_memory_mb: 128,
+                packages: Vec::new(),
             },
             writable: vec![temp.path().to_path_buf()],
             readable: Vec::new(),

@@ -7,7 +7,7 @@
 //   CODE_RUNNER_BIN=…  CHROMIUM=…  override the two paths.
 
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chromium, type BrowserContext, type Locator, type Page } from "playwright-core";
@@ -192,6 +192,36 @@ describe("the playground on a real code-runner serve", () => {
     expect(await card.locator(".cr-verdict").getAttribute("data-cr-tone")).toBe("warn");
     expect(await card.locator(".cr-verdict").innerText()).toMatch(/^exit 1/);
     expect(await card.locator('.cr-term[data-cr-stream="stderr"]').innerText()).toContain("JSONDecodeError");
+  });
+
+  /// Files in and out: a CSV attached through the file input, transformed by the code into a new
+  /// file the run collects, listed on the card and downloaded through the browser byte for byte.
+  it("uploads a CSV, and downloads the file the code made from it", async () => {
+    const csv = "city,pop\nLyon,522\nNice,342\n";
+    await page.getByLabel("attach files").setInputFiles({ name: "cities.csv", mimeType: "text/csv", buffer: Buffer.from(csv) });
+    const attached = page.getByRole("list", { name: "attached files" });
+    await expect.poll(() => attached.innerText().catch(() => "")).toMatch(/cities\.csv\s*27 B/);
+    await page.getByLabel("collect (globs, comma-separated)").fill("out/*.csv");
+    await writeCode(
+      "import csv, os\nrows = list(csv.DictReader(open('cities.csv')))\nos.makedirs('out', exist_ok=True)\n" +
+        "with open('out/big.csv', 'w', newline='') as f:\n    w = csv.writer(f)\n    w.writerow(['city', 'pop_k'])\n" +
+        "    w.writerows([r['city'].upper(), int(r['pop']) // 100] for r in rows)\nresult = len(rows)",
+    );
+    await page.getByRole("button", { name: "Run", exact: true }).click();
+    const card = await newestAnswer();
+    expect((await card.locator(".cr-value").innerText()).trim()).toBe("2");
+    const files = card.locator(".cr-section", { hasText: "files" });
+    expect(await files.locator(".cr-label-aside").innerText()).toBe("1 in · 1 out");
+    expect(await card.getByRole("list", { name: "uploaded files" }).innerText()).toMatch(/cities\.csv\s*27 B/);
+    const collected = card.getByRole("list", { name: "collected files" });
+    expect(await collected.innerText()).toMatch(/out\/big\.csv\s*\d+ B/);
+    const [download] = await Promise.all([page.waitForEvent("download"), collected.getByRole("button", { name: "download" }).click()]);
+    expect(download.suggestedFilename()).toBe("big.csv");
+    const saved = readFileSync((await download.path())!, "utf8");
+    expect(saved).toBe("city,pop_k\r\nLYON,5\r\nNICE,3\r\n");
+    await attached.getByRole("button", { name: "remove cities.csv" }).click();
+    expect(await page.getByRole("list", { name: "attached files" }).count()).toBe(0);
+    await page.getByLabel("collect (globs, comma-separated)").fill("");
   });
 
   /// runtime_id is a capability: the kept run shows a truncated chip, the page never holds the full id,

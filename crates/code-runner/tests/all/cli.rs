@@ -400,3 +400,96 @@ fn a_write_past_the_hosts_file_size_limit_fails_in_the_guest_not_the_worker() {
     );
     assert_eq!(stdout_json(&output)["result"], "EFBIG");
 }
+
+/// `run --file … --collect … --out DIR`: local files in (text and binary,
+/// one renamed), the code's new files written under DIR byte for byte with
+/// their base64 left out of the printed answer; a second run into the same
+/// DIR refuses to replace files (writing none) unless `--overwrite`.
+#[test]
+fn run_attaches_local_files_and_writes_collected_ones_into_out() {
+    let dir = tempdir();
+    let binary_bytes: Vec<u8> = (0..=255u8).rev().collect();
+    std::fs::write(dir.path().join("data.csv"), "a,1\nb,2\n").unwrap();
+    std::fs::write(dir.path().join("raw.bin"), &binary_bytes).unwrap();
+    let results = dir.path().join("results");
+    let code = "import os\n\
+        rows = [line.split(',') for line in open('data.csv').read().split()]\n\
+        os.makedirs('out/deep', exist_ok=True)\n\
+        open('out/doubled.csv', 'w').write(''.join(f'{k},{int(v) * 2}\\n' for k, v in rows))\n\
+        open('out/deep/copy.bin', 'wb').write(open('in/raw.bin', 'rb').read())\n\
+        result = len(rows)";
+    let run = |extra: &[&str]| {
+        let mut command = binary();
+        command.current_dir(dir.path()).args([
+            "run",
+            "--lang",
+            "python",
+            "--file",
+            "data.csv",
+            "--file",
+            "raw.bin=in/raw.bin",
+            "--collect",
+            "out/**",
+            "--out",
+            "results",
+        ]);
+        output_within(command.args(extra).arg(code), CALL_LIMIT)
+    };
+    let output = run(&[]);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stderr}");
+    let answer = stdout_json(&output);
+    assert_eq!(answer["result"], 2, "{answer}");
+    let listed: Vec<(String, u64, bool)> = answer["files"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no files: {answer}"))
+        .iter()
+        .map(|f| {
+            let path = f["path"].as_str().unwrap_or_default().to_string();
+            (
+                path,
+                f["size"].as_u64().unwrap_or(0),
+                f.get("base64").is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("out/deep/copy.bin".to_string(), 256, false),
+            ("out/doubled.csv".to_string(), 8, false),
+        ]
+    );
+    assert_eq!(
+        std::fs::read(results.join("out/deep/copy.bin")).unwrap(),
+        binary_bytes
+    );
+    assert_eq!(
+        std::fs::read_to_string(results.join("out/doubled.csv")).unwrap(),
+        "a,2\nb,4\n"
+    );
+    assert!(stderr.contains("wrote "), "{stderr}");
+
+    std::fs::write(results.join("out/doubled.csv"), "mine").unwrap();
+    let refused = run(&[]);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("exists") && said.contains("--overwrite"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(results.join("out/doubled.csv")).unwrap(),
+        "mine"
+    );
+    let replaced = run(&["--overwrite"]);
+    assert!(
+        replaced.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replaced.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(results.join("out/doubled.csv")).unwrap(),
+        "a,2\nb,4\n"
+    );
+}

@@ -58,6 +58,45 @@ for (const transport of ["stdio", "http"]) {
       assert.equal(answer.structuredContent.images[0].data, image.data);
     });
 
+    it("takes files in and returns the collected ones as resource blocks, bytes and MIME type intact", async () => {
+      const binary = Buffer.from([0, 1, 2, 254, 255, 10, 13]);
+      const code = [
+        "import csv, os",
+        "rows = list(csv.reader(open('data/in.csv')))",
+        "os.makedirs('out', exist_ok=True)",
+        "open('out/doubled.csv', 'w').write(''.join(f'{r[0]},{int(r[1]) * 2}\\n' for r in rows))",
+        "open('out/copy.bin', 'wb').write(open('raw.bin', 'rb').read())",
+        "result = len(rows)",
+      ].join("\n");
+      const answer = await call(session.client, "run", {
+        lang: "python",
+        code,
+        files: [
+          { path: "data/in.csv", text: "a,1\nb,2\n" },
+          { path: "raw.bin", base64: binary.toString("base64") },
+        ],
+        collect: ["out/*"],
+      });
+      assert.equal(answer.isError, false, JSON.stringify(answer.content));
+      assert.equal(answer.structuredContent.result, 2);
+      const [text, ...blocks] = answer.content;
+      assert.deepEqual(
+        blocks.map((b) => [b.type, b.resource.uri, b.resource.mimeType]),
+        [
+          ["resource", "code-runner://files/out/copy.bin", "application/octet-stream"],
+          ["resource", "code-runner://files/out/doubled.csv", "text/csv"],
+        ],
+      );
+      assert.deepEqual(Buffer.from(blocks[0].resource.blob, "base64"), binary);
+      assert.equal(Buffer.from(blocks[1].resource.blob, "base64").toString(), "a,2\nb,4\n");
+      const listed = JSON.parse(text.text).files;
+      assert.deepEqual(listed.map((f) => [f.path, f.size, f.base64]), [["out/copy.bin", 7, undefined], ["out/doubled.csv", 8, undefined]]);
+      assert.equal(answer.structuredContent.files[1].base64, blocks[1].resource.blob);
+      const { tools } = await session.client.listTools();
+      const run = tools.find((t) => t.name === "run");
+      assert.ok(run.inputSchema.properties.files && run.inputSchema.properties.collect, "files and collect are fields");
+    });
+
     it("keeps a runtime, reuses it and tears it down", async () => {
       const kept = await call(session.client, "run", { lang: "python", code: "x = 40", keep: true });
       const id = kept.structuredContent.runtime_id;

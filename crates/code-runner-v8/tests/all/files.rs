@@ -51,7 +51,6 @@ async fn files_round_trip_and_persist_between_turns() {
 /// module at the top still imports.
 #[tokio::test(flavor = "multi_thread")]
 async fn nested_paths_are_files() {
-    use code_runner_core::Runtime as _;
     let (rt, dir) = runtime().await;
     let uploaded = code_runner_core::files::InputFile {
         path: "in/up.csv".into(),

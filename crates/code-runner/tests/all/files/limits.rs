@@ -182,6 +182,7 @@ async fn collect_caps_end_the_list_with_a_marker() {
 /// docs/benchmark.md). Ignored: a measurement, not a check.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a measurement: cargo test --release files_round_trip_cost -- --ignored --nocapture"]
+#[allow(clippy::print_stdout, reason = "a measurement prints its figures")]
 async fn files_round_trip_cost() {
     let server = Server::start().await;
     let csv: String = (0..32768)

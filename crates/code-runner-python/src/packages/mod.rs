@@ -302,6 +302,73 @@ mod tests {
         assert!(check_requirement(&"a".repeat(MAX_REQUIREMENT_CHARS + 1)).is_err());
     }
 
+    /// The unpacker's bounds, on wheels made to break them: each is refused
+    /// with its reason before anything lands outside `site-packages`, and a
+    /// good wheel lands where `import` finds it.
+    #[test]
+    fn the_unpacker_refuses_unsafe_wheels() {
+        const CASES: &str = r##"
+import os, stat, sys, tempfile, types, zipfile
+m = types.ModuleType("install")
+exec(compile(os.environ["INSTALLER"], "install.py", "exec"), m.__dict__)
+WHEEL = ("w-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\n")
+
+def case(entries, expect):
+    work = tempfile.mkdtemp()
+    path = os.path.join(work, "w-1.0-py3-none-any.whl")
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in entries:
+            if isinstance(data, zipfile.ZipInfo):
+                z.writestr(data, "target")
+            else:
+                z.writestr(name, data)
+    site = os.path.join(work, "site")
+    os.makedirs(site)
+    try:
+        m.unpack("w", path, site, [m.MAX_TOTAL_BYTES])
+        outcome = "installed"
+    except m.Refused as err:
+        outcome = str(err)
+    assert expect in outcome, (expect, outcome)
+    outside = [f for f in os.listdir(work) if f not in ("site", os.path.basename(path))]
+    assert not outside, outside
+    return site
+
+link = zipfile.ZipInfo("w/link")
+link.external_attr = (stat.S_IFLNK | 0o777) << 16
+case([WHEEL, ("../evil.py", "x")], "unsafe path")
+case([WHEEL, ("/etc/evil.py", "x")], "unsafe path")
+case([WHEEL, ("w/../../evil.py", "x")], "unsafe path")
+case([WHEEL, ("w/link", link)], "symlink")
+case([WHEEL, ("w/_speedups.cpython-314-wasm32-wasi.so", "x")], "compiled code")
+case([("w-1.0.dist-info/WHEEL", "Root-Is-Purelib: false\n"), ("w/a.py", "")], "not a purelib")
+case([WHEEL] + [(f"w/{i}.py", "") for i in range(m.MAX_ENTRIES)], "entries")
+case([WHEEL, ("w/a.py", "1"), ("w/./a.py", "2")], "already wrote")
+site = case([WHEEL, ("w/__init__.py", "x = 1"), ("w-1.0.data/purelib/extra.py", ""),
+             ("w-1.0.data/scripts/tool", "#!/bin/sh")], "installed")
+assert sorted(os.listdir(site)) == ["extra.py", "w", "w-1.0.dist-info"], os.listdir(site)
+try:
+    m.check_tag("w", "w-1.0-cp314-cp314-manylinux_2_28_x86_64.whl")
+    raise AssertionError("a compiled tag passed")
+except m.Refused as err:
+    assert "compiled code" in str(err), err
+print("all refused")
+"##;
+        let python = std::env::var(PIP_PYTHON_ENV).unwrap_or_else(|_| "python3".into());
+        let output = Command::new(python)
+            .arg("-c")
+            .arg(CASES)
+            .env("INSTALLER", INSTALLER)
+            .output()
+            .expect("python3 runs the installer (as it must for python_packages)");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout).trim(),
+            "all refused"
+        );
+    }
+
     /// The key follows the list: a changed list is another install (and image).
     #[test]
     fn the_key_changes_with_the_list() {

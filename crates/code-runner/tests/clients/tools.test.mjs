@@ -87,11 +87,11 @@ for (const transport of ["stdio", "http"]) {
           ["resource", "code-runner://files/out/doubled.csv", "text/csv"],
         ],
       );
-      assert.deepEqual(Buffer.from(blocks[0].resource.blob, "base64"), binary);
-      assert.equal(Buffer.from(blocks[1].resource.blob, "base64").toString(), "a,2\nb,4\n");
+      assert.deepEqual(Buffer.from(blocks[0].resource.blob, "base64"), binary, "binary: a blob");
+      assert.equal(blocks[1].resource.text, "a,2\nb,4\n", "textual UTF-8: text");
       const listed = JSON.parse(text.text).files;
       assert.deepEqual(listed.map((f) => [f.path, f.size, f.base64]), [["out/copy.bin", 7, undefined], ["out/doubled.csv", 8, undefined]]);
-      assert.equal(answer.structuredContent.files[1].base64, blocks[1].resource.blob);
+      assert.equal(answer.structuredContent.files[0].base64, blocks[0].resource.blob);
       const { tools } = await session.client.listTools();
       const run = tools.find((t) => t.name === "run");
       assert.ok(run.inputSchema.properties.files && run.inputSchema.properties.collect, "files and collect are fields");

@@ -52,13 +52,28 @@ def unresolved_name(proc):
     return None
 
 
+# Where to look for a compiled wheel when no pure one exists: this machine's
+# python first, then common CPython targets (a pinned old release has wheels
+# only for the pythons of its day).
+DIAGNOSE_TARGETS = [[]] + [
+    ["--python-version", v, "--implementation", "cp", "--abi", f"cp{v.replace('.', '')}",
+     "--abi", "abi3", "--platform", "manylinux2014_x86_64", "--platform",
+     "manylinux_2_17_x86_64", "--platform", "manylinux_2_28_x86_64", "--platform",
+     "macosx_11_0_arm64", "--platform", "win_amd64"]
+    for v in ("3.14", "3.13", "3.12", "3.11", "3.10", "3.9", "3.8")
+]
+
+
 def why_unresolved(requirement, work):
-    # Is there a wheel at all, just not a pure one? Ask for any wheel for this
-    # machine (wheels only: an sdist would run the package's build code here).
+    # Is there a wheel at all, just not a pure one? Ask for any wheel of it
+    # (wheels only: an sdist would run the package's build code here).
     report = os.path.join(work, "diagnose.json")
-    proc = pip("install", "--dry-run", "--ignore-installed", "--no-deps", "--quiet",
-               "--only-binary=:all:", "--target", os.path.join(work, "t"),
-               "--report", report, requirement)
+    for target in DIAGNOSE_TARGETS:
+        proc = pip("install", "--dry-run", "--ignore-installed", "--no-deps", "--quiet",
+                   "--only-binary=:all:", *target, "--target", os.path.join(work, "t"),
+                   "--report", report, requirement)
+        if proc.returncode == 0 or unresolved_name(proc) is None:
+            break
     if proc.returncode == 0:
         with open(report) as f:
             wheels = [os.path.basename(i["download_info"]["url"]) for i in json.load(f)["install"]]

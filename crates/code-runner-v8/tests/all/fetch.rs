@@ -65,7 +65,8 @@ async fn fetch_sends_the_contract_request_and_builds_the_response() {
                 "method": "POST",
                 "url": "http://api.test/b?q=1",
                 "headers": [["x-token", "t"], ["content-type", "text/plain;charset=UTF-8"]],
-                "body": "aMOpbGxv"
+                "body": "aMOpbGxv",
+                "pieces": true
             },
             201,
             "Created",

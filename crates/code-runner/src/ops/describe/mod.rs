@@ -38,8 +38,9 @@ pub const MAX_FUNCTION_BYTES: usize = 16 * 1024;
 /// Most bytes of all the declarations of one answer; past it, the rest are
 /// left out and counted in `omitted` (narrow with `query` or `function_ids`).
 pub const MAX_DECLARATIONS_BYTES: usize = 256 * 1024;
-/// How long a describe (or an `iii.fn` call) waits for the engine's listing.
-const LIST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a describe waits for each of the engine's answers (an `iii.fn`
+/// call waits no longer than what is left of its turn).
+pub(crate) const LIST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A function guest code may call, as described.
 #[derive(Debug, Clone)]
@@ -77,11 +78,11 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
 pub(crate) async fn describe(ops: Arc<Ops>, payload: Value) -> Result<Value, CallError> {
     let request: DescribeRequest = parse(payload)?;
     request.check()?;
-    let mut all = callables(&ops).await;
+    let mut all = callables(&ops, LIST_TIMEOUT).await;
     all.sort_by(|a, b| a.id.cmp(&b.id));
     let clashes = names::clashes(all.iter().map(|c| c.id.as_str()));
     let mut chosen = select(&request, all);
-    with_schemas(&ops, &mut chosen).await;
+    with_schemas(&ops, &mut chosen, LIST_TIMEOUT).await;
     drop(ops);
     tokio::task::spawn_blocking(move || {
         serde_json::to_value(answer(&request, &chosen, clashes)).unwrap_or(Value::Null)
@@ -91,7 +92,8 @@ pub(crate) async fn describe(ops: Arc<Ops>, payload: Value) -> Result<Value, Cal
 }
 
 /// Every function guest code may call: this bus's, then the engine's others.
-pub(crate) async fn callables(ops: &Ops) -> Vec<Callable> {
+/// Waits at most `wait` for the engine's listing.
+pub(crate) async fn callables(ops: &Ops, wait: Duration) -> Vec<Callable> {
     let mut all: Vec<Callable> = ops
         .bus
         .snapshot()
@@ -107,12 +109,7 @@ pub(crate) async fn callables(ops: &Ops) -> Vec<Callable> {
         .collect();
     if let Some(out) = ops.outbound.get() {
         let listed = out
-            .call(
-                "engine::functions::list",
-                serde_json::json!({}),
-                LIST_TIMEOUT,
-                None,
-            )
+            .call("engine::functions::list", serde_json::json!({}), wait, None)
             .await;
         match listed {
             Ok(listed) => {
@@ -124,6 +121,37 @@ pub(crate) async fn callables(ops: &Ops) -> Vec<Callable> {
             }
         }
     }
+    all
+}
+
+/// The callables named `name` (one, unless names clash): this bus's ids are
+/// matched by name before any function is copied; the engine's listing is
+/// asked (within `wait`) only when the worker joined one.
+pub(crate) async fn named(ops: &Ops, name: &str, wait: Duration) -> Vec<Callable> {
+    let admitted = |id: &str, metadata: &Value| {
+        !is_internal(metadata) && bridge::check(id, &Value::Null).is_ok()
+    };
+    let local: Vec<Callable> = ops
+        .bus
+        .ids()
+        .into_iter()
+        .filter(|id| names::name_of(id) == name)
+        .filter_map(|id| {
+            let f = ops.bus.get(&id)?;
+            admitted(&id, &f.metadata).then(|| Callable {
+                id,
+                description: None,
+                request: f.request_schema,
+                response: f.response_schema,
+                remote: false,
+            })
+        })
+        .collect();
+    if ops.outbound.get().is_none() {
+        return local;
+    }
+    let mut all = callables(ops, wait).await;
+    all.retain(|c| names::name_of(&c.id) == name);
     all
 }
 
@@ -194,7 +222,7 @@ fn select(request: &DescribeRequest, all: Vec<Callable>) -> Vec<Callable> {
 /// Fills in the schemas of the remote functions among `callables` from the
 /// engine's `engine::functions::info`, 100 ids a call (its listing carries
 /// none). A function the engine does not describe keeps `unknown` types.
-pub(crate) async fn with_schemas(ops: &Ops, callables: &mut [Callable]) {
+pub(crate) async fn with_schemas(ops: &Ops, callables: &mut [Callable], wait: Duration) {
     let Some(out) = ops.outbound.get() else {
         return;
     };
@@ -208,7 +236,7 @@ pub(crate) async fn with_schemas(ops: &Ops, callables: &mut [Callable]) {
             .call(
                 "engine::functions::info",
                 serde_json::json!({ "function_ids": chunk }),
-                LIST_TIMEOUT,
+                wait,
                 None,
             )
             .await;

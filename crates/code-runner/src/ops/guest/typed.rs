@@ -5,11 +5,13 @@
 //! payload that does not match never reaches the handler; then the call
 //! goes the way `iii.trigger`'s does (the bridge, the turn's budget).
 
+use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::time::Instant;
 
 use code_runner_core::{BindingCall, BindingError, RunnerError};
-use jsonschema::PatternOptions;
+use jsonschema::{PatternOptions, Validator};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -19,7 +21,7 @@ use crate::bus::FUNCTION_NOT_FOUND;
 use crate::bus::catalog::MAX_FORMAT_BYTES;
 use crate::bus::payload::parse;
 use crate::ops::Ops;
-use crate::ops::describe::{callables, names, with_schemas};
+use crate::ops::describe::{LIST_TIMEOUT, named, with_schemas};
 
 /// Most names in a path (the engines refuse more before calling).
 const MAX_PATH_PARTS: usize = 8;
@@ -52,11 +54,8 @@ pub(super) async fn call_by_name(
     let request: PathCall =
         parse(args).map_err(|err| BindingError::message(format!("iii.fn: {}", err.message)))?;
     let name = checked_name(&request.path).map_err(BindingError::from)?;
-    let all = callables(&ops).await;
-    let found: Vec<_> = all
-        .into_iter()
-        .filter(|c| names::name_of(&c.id) == name)
-        .collect();
+    let wait = LIST_TIMEOUT.min(call.deadline.saturating_duration_since(Instant::now()));
+    let found = named(&ops, &name, wait).await;
     let mut callable = match found.as_slice() {
         [one] => one.clone(),
         [] => {
@@ -78,7 +77,7 @@ pub(super) async fn call_by_name(
         }
     };
     if callable.remote {
-        with_schemas(&ops, std::slice::from_mut(&mut callable)).await;
+        with_schemas(&ops, std::slice::from_mut(&mut callable), wait).await;
     }
     let (schema, payload) = (callable.request.clone(), request.args);
     let checked =
@@ -135,22 +134,14 @@ fn check_payload(schema: &Value, payload: &Value) -> Result<(), String> {
         .iter()
         .any(|key| map.contains_key(*key))
     });
-    if !constrains || serde_json::to_vec(schema).map_or(true, |b| b.len() > MAX_FORMAT_BYTES) {
+    let Some(text) = serde_json::to_string(schema)
+        .ok()
+        .filter(|text| constrains && text.len() <= MAX_FORMAT_BYTES)
+    else {
         return Ok(());
-    }
-    let built = jsonschema::options()
-        .with_pattern_options(
-            PatternOptions::regex()
-                .size_limit(MAX_PATTERN_BYTES)
-                .dfa_size_limit(MAX_PATTERN_BYTES),
-        )
-        .build(schema);
-    let validator = match built {
-        Ok(validator) => validator,
-        Err(err) => {
-            tracing::debug!(error = %err.masked(), "a request schema did not compile; the payload goes unchecked");
-            return Ok(());
-        }
+    };
+    let Some(validator) = compiled(text, schema) else {
+        return Ok(());
     };
     match validator.validate(payload) {
         Ok(()) => Ok(()),
@@ -164,6 +155,43 @@ fn check_payload(schema: &Value, payload: &Value) -> Result<(), String> {
             ))
         }
     }
+}
+
+/// Most compiled request schemas kept (each from a schema of at most 16
+/// KiB); when full, the cache starts again empty.
+const MAX_COMPILED: usize = 256;
+
+/// Compiled request schemas by their text, shared by every worker of the
+/// process: the same text compiles to the same validator.
+static COMPILED: LazyLock<Mutex<HashMap<String, Arc<Validator>>>> = LazyLock::new(Mutex::default);
+
+/// The validator of `schema` (serialized as `text`), compiled once; `None`
+/// when it does not compile (a remote `$ref`).
+fn compiled(text: String, schema: &Value) -> Option<Arc<Validator>> {
+    let cache = || COMPILED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(validator) = cache().get(&text) {
+        return Some(validator.clone());
+    }
+    let built = jsonschema::options()
+        .with_pattern_options(
+            PatternOptions::regex()
+                .size_limit(MAX_PATTERN_BYTES)
+                .dfa_size_limit(MAX_PATTERN_BYTES),
+        )
+        .build(schema);
+    let validator = match built {
+        Ok(validator) => Arc::new(validator),
+        Err(err) => {
+            tracing::debug!(error = %err.masked(), "a request schema did not compile; the payload goes unchecked");
+            return None;
+        }
+    };
+    let mut cached = cache();
+    if cached.len() >= MAX_COMPILED {
+        cached.clear();
+    }
+    cached.insert(text, validator.clone());
+    Some(validator)
 }
 
 #[cfg(test)]

@@ -77,15 +77,13 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
     // The turn's signal is its scope: the bounded runtime fires it when the
     // turn answers, which ends the runs its guest code started. A retried
     // turn gets what is left of the run's budget.
-    let turn = |context: GuestContext| {
+    let turn = |context: GuestContext, timeout: Duration| {
         let scope = new_scope();
         let bindings = context.within(scope.clone()).metered(egress.clone());
         TurnSpec {
             live: output.clone(),
             task: Task::Program(code.clone()),
-            timeout: timeout
-                .saturating_sub(started.elapsed())
-                .max(Duration::from_millis(1)),
+            timeout,
             bindings: guest::bindings(weak.clone(), bindings).bindings,
             max_stream_bytes: caps.max_stream_bytes,
             abort: scope,
@@ -117,7 +115,7 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
         let _busy = kept.enter();
         run_files.put(kept.runtime.as_ref()).await?;
         let context = GuestContext::of(&ops, kept.key, kept.lang, None);
-        let (outcome, images) = kept.runtime.run_with_images(turn(context)).await;
+        let (outcome, images) = kept.runtime.run_with_images(turn(context, timeout)).await;
         retire::forget_lost_registrations(&ops, kept.key, &outcome.ending);
         let files = run_files.collect(kept.dir_path(), collect_caps).await;
         return settled
@@ -173,7 +171,7 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
     };
     let (mut runtime, mut dir) = fresh().await?;
     let (mut outcome, mut images) = runtime
-        .run_with_images(turn(GuestContext::of(&ops, key, lang, None)))
+        .run_with_images(turn(GuestContext::of(&ops, key, lang, None), timeout))
         .await;
     if !request.keep && matches!(outcome.ending, TurnEnding::Faulted(Fault::NotStarted(_))) {
         // Its runtime died before the code began (a sandbox process died
@@ -182,8 +180,12 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
         runtime.close().await;
         dir.remove().await;
         (runtime, dir) = fresh().await?;
+        let left = timeout.saturating_sub(started.elapsed());
         (outcome, images) = runtime
-            .run_with_images(turn(GuestContext::of(&ops, key, lang, None)))
+            .run_with_images(turn(
+                GuestContext::of(&ops, key, lang, None),
+                left.max(Duration::from_millis(1)),
+            ))
             .await;
     }
     let settled = settled.with_files(run_files.collect(Some(dir.0.clone()), collect_caps).await);

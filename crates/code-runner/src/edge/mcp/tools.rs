@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use super::clean::{GUEST_MARK, MAX_GUEST_DESCRIPTION_CHARS, clean, clean_value};
 use crate::bus::Listing;
-use crate::bus::names::{REGISTER_FUNCTION, RUN, TEARDOWN};
+use crate::bus::names::{DESCRIBE, REGISTER_FUNCTION, RUN, TEARDOWN};
 use crate::bus::naming::FunctionId;
 use crate::ids::RuntimeKey;
 
@@ -49,10 +49,11 @@ impl Viewer<'_> {
 pub const MAX_TOOL_NAME: usize = 128;
 
 /// The operations, by tool name.
-const OPERATIONS: [(&str, &str); 3] = [
+const OPERATIONS: [(&str, &str); 4] = [
     ("run", RUN),
     ("teardown", TEARDOWN),
     ("register_function", REGISTER_FUNCTION),
+    ("describe", DESCRIBE),
 ];
 
 /// The bus function a tool name calls, if it names one.
@@ -263,6 +264,12 @@ fn operation_text(name: &str, config: &Config, data_stack: bool) -> String {
             config.default_timeout_ms,
             config.max_timeout_ms,
         ),
+        "describe" => "TypeScript declarations (lang \"typescript\") or Python stubs (lang \"python\") \
+             of the functions code in a run may call by name: my-app::greet is \
+             iii.fn.my_app.greet(payload) (await it in node/typescript; keywords or one dict in python), \
+             its payload checked against the function's schema first. query keeps the functions whose id, \
+             name or description holds every word of it: search first on a host with many functions."
+            .to_string(),
         "teardown" => "Destroy a kept runtime (runtime_id) or every runtime behind a \
              register_function namespace (namespace), and unregister their functions."
             .to_string(),

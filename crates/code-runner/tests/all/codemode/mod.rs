@@ -6,6 +6,7 @@
 mod calls;
 mod describe;
 mod engine;
+mod mcp;
 
 use serde_json::{Value, json};
 

@@ -5,7 +5,7 @@
 //! Each test runs its own `code-runner serve` process, so the follower count
 //! `/healthz` shows (`mcp.followers`, process-wide) is the test's own.
 
-mod client;
+pub mod client;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,8 @@
 use crate::helpers::Server;
 use crate::helpers::lang::{LANGS, pick};
 
-/// A busy loop of ~300 ms reports at least 150 ms of CPU in both languages,
+/// A fixed amount of work (not a wall-clock loop, which a busy machine would
+/// starve) reports its CPU in both languages, never more than the wall time,
 /// and a failed run (exit 1) carries usage too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_loop_reports_its_cpu() {
@@ -12,15 +13,15 @@ async fn a_busy_loop_reports_its_cpu() {
     for lang in LANGS {
         let code = pick(
             lang,
-            "import time\nend = time.monotonic() + 0.3\nwhile time.monotonic() < end:\n    pass\nresult = 1",
-            "const end = Date.now() + 300; while (Date.now() < end) {} return 1",
+            "x = 0\nfor i in range(2_000_000):\n    x = (x + i * 7) % 1_000_003\nresult = 1",
+            "let x = 0; for (let i = 0; i < 60_000_000; i++) { x = (x + i * 7) % 1_000_003; } return 1",
         );
         let body = server.run_in(lang, code).await.ok().clone();
         assert_eq!(body["result"], 1, "{lang}: {body}");
         let cpu = body["usage"]["cpu_ms"].as_f64().unwrap();
-        assert!(cpu >= 150.0, "{lang}: {body}");
+        assert!(cpu >= 20.0, "{lang}: {body}");
         assert!(
-            body["usage"]["wall_ms"].as_u64().unwrap() >= 300,
+            body["usage"]["wall_ms"].as_f64().unwrap() + 5.0 >= cpu,
             "{lang}: {body}"
         );
         let failed = pick(lang, "raise ValueError('x')", "throw new Error('x')");

@@ -188,6 +188,23 @@ impl Server {
         answer(response).await
     }
 
+    /// `GET path` on a connection of its own: at a connection cap the
+    /// server may close an idle keep-alive connection, which a pooled
+    /// client would only learn of by failing its next request on it.
+    pub async fn get_fresh(&self, path: &str) -> Answer {
+        let client = reqwest::Client::builder()
+            .timeout(super::CALL_DEADLINE)
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap();
+        let response = client
+            .get(format!("{}{path}", self.url))
+            .send()
+            .await
+            .unwrap_or_else(|err| panic!("GET {path}: {err}"));
+        answer(response).await
+    }
+
     /// A one-shot python run of `code`.
     pub async fn run(&self, code: &str) -> Answer {
         self.run_in("python", code).await

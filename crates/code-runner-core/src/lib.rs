@@ -46,7 +46,7 @@ pub mod wire;
 
 pub use bindings::{
     BindingCall, BindingError, BindingFn, BindingNamespace, Bindings, BoxFuture, ErrorClass,
-    RESERVED_BINDING_GLOBALS, RESERVED_ERROR_MEMBERS, RESERVED_WORDS,
+    RESERVED_BINDING_GLOBALS, RESERVED_ERROR_MEMBERS, RESERVED_WORDS, TurnClock,
 };
 pub use caps::{ImageCaps, LiveOutput, OutputCaps};
 pub use code_runtime::{

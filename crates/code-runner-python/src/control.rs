@@ -69,7 +69,8 @@ pub struct Boot {
 
 /// The turn in flight, as the host calls see it.
 pub struct TurnLimits {
-    /// When the turn's budget runs out.
+    /// When the turn's budget runs out, as it started (its bindings' clock
+    /// moves it by the time a call waited for a person).
     pub deadline: Instant,
     /// The budget, for the timeout's message.
     pub budget: Duration,
@@ -89,7 +90,10 @@ pub(crate) fn stop_reason(link: &Link, turn: Option<&TurnLimits>) -> Option<Stop
     if turn.abort.is_aborted() {
         return Some(Stop::Aborted);
     }
-    (Instant::now() >= turn.deadline).then_some(Stop::Timeout)
+    turn.bindings
+        .clock()
+        .past(turn.deadline, Instant::now())
+        .then_some(Stop::Timeout)
 }
 
 /// One binding call frame from a runner: the reply frame, or why the guest
@@ -122,7 +126,7 @@ pub(crate) fn run_binding(
     let future = function(
         call.args,
         BindingCall {
-            deadline: active.deadline,
+            deadline: active.bindings.clock().deadline(active.deadline),
         },
     );
     let (tx, rx) = std::sync::mpsc::channel();

@@ -112,7 +112,10 @@ impl Host {
     /// What a sleep subscribed now must also wake for.
     fn wake(&self) -> Wake {
         Wake {
-            deadline: self.turn.as_ref().map(|t| t.deadline),
+            deadline: self
+                .turn
+                .as_ref()
+                .map(|t| t.bindings.clock().deadline(t.deadline)),
             abort: self.turn.as_ref().map(|t| t.abort.clone()),
             link: self.link.clone(),
         }

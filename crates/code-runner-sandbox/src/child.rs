@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use code_runner_core::caps::{LiveOutput, Stream};
 use code_runner_core::{
-    AbortSignal, BindingError, BindingNamespace, Bindings, Engine, Fault, Lang, Runtime,
+    AbortSignal, BindingError, BindingNamespace, Bindings, Engine, Fault, Lang, Runtime, TurnClock,
     TurnEnding, TurnImages, TurnOutcome, TurnSpec,
 };
 use serde_json::Value;
@@ -93,6 +93,9 @@ struct State {
     engines: LoadedEngines,
     runtimes: Mutex<HashMap<u64, Arc<dyn Runtime>>>,
     aborts: Mutex<HashMap<u64, AbortSignal>>,
+    /// Each turn's clock, which the worker stops while a call of the turn
+    /// waits for a person.
+    clocks: Mutex<HashMap<u64, TurnClock>>,
     calls: Mutex<HashMap<u64, oneshot::Sender<Result<Value, BindingError>>>>,
     next_call: AtomicU64,
     out: mpsc::UnboundedSender<Outgoing>,
@@ -139,6 +142,7 @@ async fn serve(
         engines,
         runtimes: Mutex::default(),
         aborts: Mutex::default(),
+        clocks: Mutex::default(),
         calls: Mutex::default(),
         next_call: AtomicU64::new(1),
         out,
@@ -226,6 +230,15 @@ fn handle(state: &Arc<State>, message: ToChild) {
                 signal.abort();
             }
         }
+        ToChild::Clock { turn, paused } => {
+            if let Some(clock) = lock(&state.clocks).get(&turn) {
+                if paused {
+                    clock.pause();
+                } else {
+                    clock.resume();
+                }
+            }
+        }
         ToChild::Close { runtime } => {
             let state = state.clone();
             tokio::spawn(async move {
@@ -305,6 +318,9 @@ async fn run(
         Ok(bindings) => bindings,
         Err(err) => return fault(Fault::Protocol(err.message)),
     };
+    let clock = TurnClock::new();
+    let bindings = bindings.with_clock(clock.clone());
+    lock(&state.clocks).insert(turn, clock);
     let abort = AbortSignal::new();
     lock(&state.aborts).insert(turn, abort.clone());
     let live = parts.live.then(|| {
@@ -339,6 +355,7 @@ async fn run(
         false => (target.run(spec).await, TurnImages::default()),
     };
     lock(&state.aborts).remove(&turn);
+    lock(&state.clocks).remove(&turn);
     answer
 }
 

@@ -396,7 +396,12 @@ fn call(conn: &Arc<Conn>, message: FromChild) {
     };
     let found = lock(&conn.turns)
         .get(&turn)
-        .map(|ctx| (ctx.bindings.lookup(&global, &member).cloned(), ctx.deadline));
+        .map(|ctx| {
+            (
+                ctx.bindings.lookup(&global, &member).cloned(),
+                ctx.bindings.clock().deadline(ctx.deadline),
+            )
+        });
     let (function, deadline) = match found {
         Some((Some(function), deadline)) => (function, deadline),
         Some((None, _)) => {

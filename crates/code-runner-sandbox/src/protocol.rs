@@ -229,6 +229,14 @@ pub enum ToChild {
         /// The turn's id.
         turn: u64,
     },
+    /// Turn `turn`'s clock stopped (`paused`: a binding call waits for a
+    /// person) or runs again; the child's engine measures the turn on it.
+    Clock {
+        /// The turn's id.
+        turn: u64,
+        /// Whether it stands still now.
+        paused: bool,
+    },
     /// Close runtime `runtime`; answered with `Closed`.
     Close {
         /// The runtime's handle.

@@ -154,6 +154,15 @@ impl SandboxRuntime {
             deadline,
             answered: false,
         };
+        let clock = spec.bindings.clock().clone();
+        {
+            let conn = Arc::downgrade(conn);
+            clock.on_change(move |paused| {
+                if let Some(conn) = conn.upgrade() {
+                    conn.send(ToChild::Clock { turn, paused });
+                }
+            });
+        }
         conn.send(ToChild::Run {
             turn,
             runtime: self.handle,
@@ -175,7 +184,7 @@ impl SandboxRuntime {
                         abort_sent = true;
                         conn.send(ToChild::Abort { turn });
                     }
-                    if !killed && Instant::now() > deadline + KILL_GRACE {
+                    if !killed && clock.past(deadline + KILL_GRACE, Instant::now()) {
                         killed = true;
                         conn.kill("a turn went unanswered past its deadline");
                     }

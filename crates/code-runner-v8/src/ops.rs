@@ -185,7 +185,7 @@ fn op_cr_call<'s>(
         )));
     };
     let call = BindingCall {
-        deadline: turn.deadline,
+        deadline: turn.bindings.clock().deadline(turn.deadline),
     };
     let (answer_tx, answer_rx) = tokio::sync::oneshot::channel();
     let future = function(args, call);

@@ -32,16 +32,35 @@ pub struct Turn {
     pub has_value: bool,
     /// Where the outcome goes.
     pub reply: tokio::sync::oneshot::Sender<code_runner_core::TurnOutcome>,
-    /// When its budget ends.
+    /// When its budget ends, as it started: [`Turn::due`] moves it by the
+    /// time the turn's clock stood still.
     pub deadline: Instant,
     /// Its budget.
     pub budget: Duration,
+    /// Its clock (stopped while a binding call waits for a person).
+    pub clock: code_runner_core::TurnClock,
+    /// How long the clock had stood still when the watchdog was last armed.
+    pub armed_stood: Duration,
     /// Its abort signal.
     pub abort: AbortSignal,
     /// Bytes of JSON payload it carried into the isolate (an `Invoke`).
     pub payload_bytes: usize,
     /// The isolate thread's CPU time when the turn started.
     pub cpu_start: u64,
+}
+
+impl Turn {
+    /// When running code's time is up: the deadline moved by the time the
+    /// clock stood still (a pause in progress does not move it).
+    pub fn due(&self) -> Instant {
+        self.clock.deadline(self.deadline)
+    }
+
+    /// Whether the turn, idle, is out of time at `now` (never while its
+    /// clock stands still).
+    pub fn past(&self, now: Instant) -> bool {
+        self.clock.past(self.deadline, now)
+    }
 }
 
 /// What launching a turn's JavaScript gave.

@@ -3,7 +3,10 @@
 //! The naming rules live in [`names`], once, so every engine enforces the same
 //! ones: a namespace valid against one engine is valid against all of them.
 
+mod clock;
 mod names;
+
+pub use clock::TurnClock;
 
 pub use names::{RESERVED_BINDING_GLOBALS, RESERVED_ERROR_MEMBERS, RESERVED_WORDS};
 
@@ -188,9 +191,13 @@ impl BindingNamespace {
     }
 }
 
-/// A validated list of namespaces, cheap to clone.
+/// A validated list of namespaces, cheap to clone, and the clock of the
+/// turn they serve (which a call waiting for a person stops).
 #[derive(Debug, Clone, Default)]
-pub struct Bindings(Arc<Vec<BindingNamespace>>);
+pub struct Bindings {
+    namespaces: Arc<Vec<BindingNamespace>>,
+    clock: TurnClock,
+}
 
 impl Bindings {
     /// Validates `namespaces` against the portable naming rules.
@@ -230,7 +237,10 @@ impl Bindings {
             }
             check_member_property(&class.member_name_property)?;
         }
-        Ok(Bindings(Arc::new(namespaces)))
+        Ok(Bindings {
+            namespaces: Arc::new(namespaces),
+            clock: TurnClock::new(),
+        })
     }
 
     /// No bindings at all.
@@ -240,12 +250,25 @@ impl Bindings {
 
     /// The namespaces, in declaration order.
     pub fn namespaces(&self) -> &[BindingNamespace] {
-        &self.0
+        &self.namespaces
+    }
+
+    /// The same namespaces on `clock`, the turn's (engines measure the
+    /// turn's time on it).
+    #[must_use]
+    pub fn with_clock(mut self, clock: TurnClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The clock of the turn these bindings serve.
+    pub fn clock(&self) -> &TurnClock {
+        &self.clock
     }
 
     /// The function `member` of namespace `global`, if declared.
     pub fn lookup(&self, global: &str, member: &str) -> Option<&BindingFn> {
-        self.0
+        self.namespaces
             .iter()
             .find(|ns| ns.global == global)?
             .functions

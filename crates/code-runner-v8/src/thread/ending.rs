@@ -48,7 +48,7 @@ impl Engine {
             Stop::Heap => {}
             Stop::Close => self.end_all(|_| Fault::Aborted),
             Stop::Timeout => self.end_where(
-                |t| now >= t.deadline,
+                |t| now >= t.due(),
                 |t| Fault::Timeout { budget: t.budget },
             ),
             Stop::Abort => self.end_where(|t| t.abort.is_aborted(), |_| Fault::Aborted),
@@ -78,7 +78,7 @@ impl Engine {
             return;
         }
         let guard = Instant::now() + BOOTSTRAP_BUDGET;
-        let earliest = self.turns.iter().map(|t| t.deadline).min();
+        let earliest = self.turns.iter().map(Turn::due).min();
         let aborts = self.turns.iter().map(|t| t.abort.clone()).collect();
         self.generation = self
             .boot
@@ -94,7 +94,7 @@ impl Engine {
             return;
         };
         let now = Instant::now();
-        if stop == Stop::Timeout && now >= guard && !self.turns.iter().any(|t| now >= t.deadline) {
+        if stop == Stop::Timeout && now >= guard && !self.turns.iter().any(|t| now >= t.due()) {
             tracing::error!(
                 "the bootstrap did not finish cleaning up after a turn within {} ms; discarding the isolate",
                 BOOTSTRAP_BUDGET.as_millis()

@@ -10,7 +10,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use code_runner_core::caps::{Stream, StreamBuffer};
 use code_runner_core::{
@@ -208,8 +208,33 @@ impl Engine {
             if self.turns.len() != before {
                 continue;
             }
-            let Some(earliest) = self.turns.iter().map(|t| t.deadline).min() else {
-                continue;
+            if self.turns.iter().any(|t| t.clock.stood() != t.armed_stood) {
+                // A turn's clock ran again after standing still: its
+                // deadline moved, and the watchdog hears of it.
+                for turn in &mut self.turns {
+                    turn.armed_stood = turn.clock.stood();
+                }
+                self.rearm();
+            }
+            let Some(earliest) = self
+                .turns
+                .iter()
+                .filter(|t| !t.clock.is_paused())
+                .map(Turn::due)
+                .min()
+            else {
+                if self.turns.is_empty() {
+                    continue;
+                }
+                // Every turn waits for a person: look again within a tick.
+                let wake = Instant::now() + TICK;
+                let sleep =
+                    tick.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(wake.into())));
+                sleep.as_mut().reset(wake.into());
+                if sleep.as_mut().poll(cx).is_ready() {
+                    continue;
+                }
+                return Poll::Pending;
             };
             let wake = earliest.min(Instant::now() + TICK);
             let sleep = tick.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(wake.into())));
@@ -251,6 +276,7 @@ impl Engine {
         };
         let payload_bytes = payload_json.as_ref().map_or(0, String::len);
         let installing = turn::bindings_spec(&spec.bindings, self.boot.files_namespace.as_deref());
+        let clock = spec.bindings.clock().clone();
         self.io.borrow_mut().turns.insert(
             marker,
             TurnIo {
@@ -268,6 +294,8 @@ impl Engine {
             reply,
             deadline,
             budget: spec.timeout,
+            clock,
+            armed_stood: Duration::ZERO,
             abort: spec.abort,
             payload_bytes,
             cpu_start: code_runner_core::thread_cpu_ns(),
@@ -376,7 +404,7 @@ impl Engine {
             }
             let turn = &self.turns[index];
             let ending = ending.or_else(|| {
-                if now >= turn.deadline {
+                if turn.past(now) {
                     Some(TurnEnding::Faulted(Fault::Timeout {
                         budget: turn.budget,
                     }))
@@ -395,9 +423,9 @@ impl Engine {
 
     /// Tells the watchdog about the turns in flight now.
     fn rearm(&mut self) {
-        let deadline = self.turns.iter().map(|t| t.deadline).min();
+        let deadline = self.turns.iter().map(Turn::due).min();
         let turns = if self.turns.len() > 1 {
-            self.turns.iter().map(|t| (t.marker, t.deadline)).collect()
+            self.turns.iter().map(|t| (t.marker, t.due())).collect()
         } else {
             Vec::new()
         };

@@ -1,7 +1,10 @@
 //! Python stubs: a `TypedDict` per object with properties (its properties'
-//! descriptions as attribute docstrings), and a class per namespace whose
-//! static methods are the functions, with their descriptions as docstrings.
-//! Object payloads are taken as keywords (`Unpack`); one dict works too.
+//! descriptions as attribute docstrings), a `Protocol` per function whose
+//! `__call__` is its signature (its description as docstring), and a class
+//! per namespace whose attributes are its functions and namespaces. Object
+//! payloads are taken as keywords (`Unpack`) or as one dict (an overload).
+//! A namespace's body names only classes named apart from every part of
+//! every id, so a function called `list` or `str` shadows nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
@@ -13,7 +16,7 @@ use super::schema::{Object, Ty};
 
 /// The first lines of the stubs.
 pub(super) const HEADER: &str =
-    "from typing import Any, Literal, NotRequired, TypedDict, Unpack\n\n";
+    "from typing import Any, Literal, NotRequired, Protocol, TypedDict, Unpack, overload\n\n";
 
 const KEYWORDS: &[&str] = &[
     "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
@@ -169,88 +172,220 @@ pub(super) fn camel(text: &str) -> String {
 
 /// A triple-quoted docstring whose text cannot end it.
 fn docstring(doc: &str, indent: &str) -> String {
-    let body = doc
-        .replace('\\', "\\\\")
-        .replace("\"\"\"", "\\\"\\\"\\\"")
-        .lines()
-        .map(str::trim_end)
-        .collect::<Vec<_>>()
-        .join(&format!("\n{indent}"));
+    let escaped = doc.replace('\\', "\\\\").replace("\"\"\"", "\\\"\\\"\\\"");
+    let mut body = String::new();
+    for (i, line) in escaped.lines().map(str::trim_end).enumerate() {
+        if i > 0 {
+            body.push('\n');
+            if !line.is_empty() {
+                body.push_str(indent);
+            }
+        }
+        body.push_str(line);
+    }
+    // A closing quote would end the string early: `"x""""`.
+    let body = match body.strip_suffix('"') {
+        Some(rest) => format!("{rest}\\\""),
+        None => body,
+    };
     format!("\"\"\"{body}\"\"\"")
 }
 
-/// One function: its classes (into `classes`) and its method's text.
+/// One function: its classes (into `classes`) and its `__call__`'s text (an
+/// object payload overloaded: one dict, or its fields as keywords).
 pub(super) fn function(entry: &Entry, input: &Ty, output: &Ty, classes: &mut Classes) -> String {
-    let base: String = entry.parts.iter().map(|p| camel(p)).collect();
+    let mut base: String = entry.parts.iter().map(|p| camel(p)).collect();
+    if base.starts_with(|c: char| c.is_ascii_digit()) {
+        base.insert(0, 'T'); // `1x::y` is `_1x.y`: a class name cannot start with `1`
+    }
     let result = classes.ty(output, &format!("{base}Output"));
-    let params = match input {
-        Ty::Object(object) if !object.props.is_empty() => {
-            let class = classes.object(object, &format!("{base}Input"));
-            format!("**payload: Unpack[{class}]")
-        }
-        Ty::Unknown | Ty::Null => "payload: Any = None, /".into(),
-        other => format!("payload: {}, /", classes.ty(other, &format!("{base}Input"))),
-    };
     let mut doc = entry.doc.clone().unwrap_or_default();
     if !doc.is_empty() {
         doc.push_str("\n\n");
     }
     let _ = write!(doc, "Calls `{}`.", entry.id);
-    if params.starts_with("**") {
-        doc.push_str(" Pass the fields as keywords, or one dict.");
+    let doc = |extra: &str| docstring(&format!("{doc}{extra}"), "        ");
+    match input {
+        Ty::Object(object) if !object.props.is_empty() => {
+            let class = classes.object(object, &format!("{base}Input"));
+            format!(
+                "    @overload\n    def __call__(self, /, **payload: Unpack[{class}]) -> {result}:\n        {}\n    @overload\n    def __call__(self, payload: {class}, /) -> {result}: ...\n",
+                doc(" Pass the fields as keywords, or one dict.")
+            )
+        }
+        Ty::Unknown | Ty::Null => format!(
+            "    def __call__(self, payload: Any = None, /) -> {result}:\n        {}\n",
+            doc("")
+        ),
+        other => {
+            let ty = classes.ty(other, &format!("{base}Input"));
+            format!(
+                "    def __call__(self, payload: {ty}, /) -> {result}:\n        {}\n",
+                doc("")
+            )
+        }
     }
-    format!(
-        "(self, {params}) -> {result}:\n        {}\n",
-        docstring(&doc, "        ")
-    )
 }
 
-/// A namespace's node: the functions and namespaces under it.
+/// A namespace's node: the function and namespaces under it.
 #[derive(Default)]
 struct Node {
     own: Option<String>,
     children: BTreeMap<String, Node>,
 }
 
-/// The stubs: `classes`, then one class per namespace, then `iii`.
+/// The stubs: `classes`, then the functions' protocols and one class per
+/// namespace (each before its use: the stubs run as Python too), then `iii`.
 pub(super) fn assemble(classes: &str, rendered: &[(&Entry, String)]) -> String {
     let mut root = Node::default();
+    // The namespaces' classes are named apart from every part, so no
+    // attribute of a namespace hides a class its body names.
+    let mut taken: BTreeSet<String> = BTreeSet::new();
     for (entry, method) in rendered {
         let mut node = &mut root;
         for part in &entry.parts {
+            taken.insert(part.clone());
             node = node.children.entry(part.clone()).or_default();
         }
         node.own = Some(method.clone());
     }
     let mut out = String::from(HEADER);
     out.push_str(classes);
-    emit(&root, "_fn", &mut out);
-    out.push_str("class _iii:\n    fn: _fn\n\n\niii: _iii\n");
+    let mut names = Names { taken };
+    let fn_class = emit(&root, "", &mut names, &mut out);
+    let _ = write!(out, "class _iii:\n    fn: {fn_class}\n\n\niii: _iii\n");
     out
 }
 
-/// The class of `node` (after its children's), named `class`.
-fn emit(node: &Node, class: &str, out: &mut String) {
+/// Class names, each taken once.
+struct Names {
+    taken: BTreeSet<String>,
+}
+
+impl Names {
+    fn take(&mut self, base: String) -> String {
+        let mut name = base.clone();
+        let mut n = 2;
+        while !self.taken.insert(name.clone()) {
+            name = format!("{base}{n}");
+            n += 1;
+        }
+        name
+    }
+}
+
+/// Writes the classes of `node` at `path` (its children's first); answers
+/// the name of its class.
+fn emit(node: &Node, path: &str, names: &mut Names, out: &mut String) -> String {
+    let mut members = Vec::new();
     for (name, child) in &node.children {
-        if !child.children.is_empty() {
-            emit(child, &format!("{class}_{name}"), out);
+        let class = emit(child, &format!("{path}_{name}"), names, out);
+        members.push((name, class));
+    }
+    let call = node.own.as_ref().map(|method| {
+        let call = names.take(format!("_call{path}"));
+        let _ = write!(out, "class {call}(Protocol):\n{method}\n\n");
+        call
+    });
+    if let (true, Some(call)) = (node.children.is_empty(), &call) {
+        return call.clone();
+    }
+    let class = names.take(format!("_fn{path}"));
+    match &call {
+        Some(call) => {
+            let _ = writeln!(out, "class {class}({call}):");
+        }
+        None => {
+            let _ = writeln!(out, "class {class}:");
         }
     }
-    let _ = writeln!(out, "class {class}:");
-    if let Some(method) = &node.own {
-        let _ = write!(out, "    def __call__{method}");
+    for (name, member) in &members {
+        let _ = writeln!(out, "    {name}: {member}");
     }
-    for (name, child) in &node.children {
-        if child.children.is_empty() {
-            if let Some(method) = &child.own {
-                let _ = write!(out, "    def {name}{method}");
-            }
-        } else {
-            let _ = writeln!(out, "    {name}: {class}_{name}");
-        }
-    }
-    if node.own.is_none() && node.children.is_empty() {
+    if members.is_empty() {
         out.push_str("    pass\n");
     }
     out.push_str("\n\n");
+    class
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: &str, doc: Option<&str>) -> Entry {
+        Entry {
+            id: id.into(),
+            parts: super::super::names::parts_of(id),
+            doc: doc.map(str::to_string),
+        }
+    }
+
+    /// A description ending in a quote cannot end its docstring early (mypy
+    /// found `"""… e.g. "PT""""`: an unterminated string).
+    #[test]
+    fn a_docstring_ending_in_a_quote_stays_closed() {
+        assert_eq!(
+            docstring("e.g. \"PT\"", "    "),
+            "\"\"\"e.g. \"PT\\\"\"\"\""
+        );
+        assert_eq!(docstring("a\n\nb \\", "  "), "\"\"\"a\n\n  b \\\\\"\"\"");
+    }
+
+    /// A function named `list` or `str` hides no type: the namespace's body
+    /// names only classes no part of any id is (mypy found `Function
+    /// "list" is not valid as a type`); an object payload is one dict or
+    /// keywords; a part with a leading digit still makes a class name.
+    #[test]
+    fn names_in_a_namespace_shadow_no_type() {
+        let mut taken = BTreeSet::new();
+        let object = Ty::Object(Object {
+            props: vec![super::super::schema::Prop {
+                name: "self".into(),
+                ty: Ty::Str,
+                required: false,
+                doc: None,
+            }],
+            rest: None,
+        });
+        let list = entry("app::list", None);
+        let str_ = entry("app::str", Some("Says \"hi\""));
+        let digit = entry("1x::_call_app_list", None);
+        let mut classes = Classes::new(&mut taken);
+        let rendered: Vec<(&Entry, String)> = vec![
+            (
+                &list,
+                function(
+                    &list,
+                    &Ty::Unknown,
+                    &Ty::Array(Box::new(Ty::Int)),
+                    &mut classes,
+                ),
+            ),
+            (&str_, function(&str_, &object, &Ty::Str, &mut classes)),
+            (&digit, function(&digit, &object, &Ty::Null, &mut classes)),
+        ];
+        let text = classes.text.clone();
+        let stubs = assemble(&text, &rendered);
+        assert!(
+            stubs.contains("class T1xCallAppListInput(TypedDict):"),
+            "{stubs}"
+        );
+        assert!(
+            stubs.contains("class _fn_app:\n    list: _call_app_list2\n    str: _call_app_str\n"),
+            "{stubs}"
+        );
+        assert!(stubs.contains("class _call_app_list2(Protocol):\n    def __call__(self, payload: Any = None, /) -> list[int]:"), "{stubs}");
+        assert!(stubs.contains("    @overload\n    def __call__(self, /, **payload: Unpack[AppStrInput]) -> str:\n        \"\"\"Says \"hi\"\n\n        Calls `app::str`."), "{stubs}");
+        assert!(
+            stubs.contains(
+                "    @overload\n    def __call__(self, payload: AppStrInput, /) -> str: ...\n"
+            ),
+            "{stubs}"
+        );
+        assert!(
+            stubs.contains("class _fn__1x:\n    _call_app_list: _call__1x__call_app_list\n"),
+            "{stubs}"
+        );
+    }
 }

@@ -42,6 +42,11 @@ fn obj(object: &Object) -> String {
         let optional = if prop.required { "" } else { "?" };
         let _ = write!(out, "{}{optional}: {}; ", key(&prop.name), ty(&prop.ty));
     }
+    if object.rest.is_some() {
+        // Other keys are allowed; an index signature's type must hold every
+        // property's too, so it says no more than `unknown`.
+        out.push_str("[key: string]: unknown; ");
+    }
     out.push('}');
     out
 }
@@ -113,4 +118,28 @@ pub(super) fn assemble(rendered: &[(&Entry, String)]) -> String {
         let _ = write!(out, "declare namespace {path} {{\n{body}}}\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::describe::schema::lower;
+
+    /// Properties beside `additionalProperties` take other keys too (tsc
+    /// refused `{ hits: 1, misses: 2 }` as an excess property); with no
+    /// properties the rest's own type is kept.
+    #[test]
+    fn additional_properties_beside_properties_allow_other_keys() {
+        let counters = lower(&serde_json::json!({"type": "object",
+            "properties": {"hits": {"type": "integer"}},
+            "additionalProperties": {"type": "integer"}}));
+        assert_eq!(ty(&counters), "{ hits?: number; [key: string]: unknown; }");
+        let closed = lower(&serde_json::json!({"type": "object",
+            "properties": {"hits": {"type": "integer"}}, "additionalProperties": false}));
+        assert_eq!(ty(&closed), "{ hits?: number; }");
+        let map = lower(
+            &serde_json::json!({"type": "object", "additionalProperties": {"type": "string"}}),
+        );
+        assert_eq!(ty(&map), "Record<string, string>");
+    }
 }

@@ -69,15 +69,19 @@ async fn declarations_follow_the_schemas_in_both_languages() {
         "{text}"
     );
     assert!(
-        text.contains("    def greet(self, **payload: Unpack[MyAppGreetInput]) -> str:\n        \"\"\"Greets someone by name."),
+        text.contains("class _call_my_app_greet(Protocol):\n    @overload\n    def __call__(self, /, **payload: Unpack[MyAppGreetInput]) -> str:\n        \"\"\"Greets someone by name."),
         "{text}"
     );
     assert!(
-        text.contains("    def ping(self, payload: Any = None, /) -> Any:"),
+        text.contains("class _call_my_app_ping(Protocol):\n    def __call__(self, payload: Any = None, /) -> Any:"),
         "{text}"
     );
     assert!(
-        text.contains("class _fn:\n") && text.contains("    my_app: _fn_my_app\n"),
+        text.contains("class _fn:\n")
+            && text.contains(
+                "class _fn_my_app:\n    greet: _call_my_app_greet\n    ping: _call_my_app_ping\n"
+            )
+            && text.contains("    my_app: _fn_my_app\n"),
         "{text}"
     );
 }

@@ -394,14 +394,12 @@ fn call(conn: &Arc<Conn>, message: FromChild) {
             answer: answer.map_err(BindingErrorWire::from),
         });
     };
-    let found = lock(&conn.turns)
-        .get(&turn)
-        .map(|ctx| {
-            (
-                ctx.bindings.lookup(&global, &member).cloned(),
-                ctx.bindings.clock().deadline(ctx.deadline),
-            )
-        });
+    let found = lock(&conn.turns).get(&turn).map(|ctx| {
+        (
+            ctx.bindings.lookup(&global, &member).cloned(),
+            ctx.bindings.clock().deadline(ctx.deadline),
+        )
+    });
     let (function, deadline) = match found {
         Some((Some(function), deadline)) => (function, deadline),
         Some((None, _)) => {

@@ -47,10 +47,9 @@ impl Engine {
         match stop {
             Stop::Heap => {}
             Stop::Close => self.end_all(|_| Fault::Aborted),
-            Stop::Timeout => self.end_where(
-                |t| now >= t.due(),
-                |t| Fault::Timeout { budget: t.budget },
-            ),
+            Stop::Timeout => {
+                self.end_where(|t| now >= t.due(), |t| Fault::Timeout { budget: t.budget })
+            }
             Stop::Abort => self.end_where(|t| t.abort.is_aborted(), |_| Fault::Aborted),
         }
     }

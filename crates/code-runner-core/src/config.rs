@@ -74,7 +74,7 @@ pub const MAX_SANDBOX_PROCESSES: usize = 256;
 /// Every other key is captured when the engines boot and cannot be rebound
 /// under live runtimes: a change to one is saved at once and applies at the
 /// next start.
-pub const NEXT_CALL_KEYS: [&str; 18] = [
+pub const NEXT_CALL_KEYS: [&str; 19] = [
     "max_result_bytes",
     "max_stream_bytes",
     "max_images",
@@ -93,6 +93,7 @@ pub const NEXT_CALL_KEYS: [&str; 18] = [
     "egress_timeout_ms",
     "egress_max_in_flight",
     "egress_secrets",
+    "approval_required",
 ];
 
 /// The worker's configuration, read from YAML or JSON; every key is optional.
@@ -180,6 +181,11 @@ pub struct Config {
     /// and cleaned; by default (false) only the session whose runs published
     /// them sees them. Applies to the next call.
     pub mcp_guest_tools: bool,
+    /// Functions whose calls from guest code wait for a person's approval:
+    /// ids, or `namespace::*` for every function of a namespace (default
+    /// none). The run answers `suspended` and `code-runner::resume` goes
+    /// on. Applies to the next call.
+    pub approval_required: Vec<String>,
     /// Where guest code's `fetch` (JavaScript) and `urllib` (Python) may go:
     /// `host`, `host:port`, `*.suffix`, `*.suffix:port`, an IP, `ip:port`,
     /// `[v6]:port` or a CIDR. A port defaults to the scheme's (80, 443). A
@@ -301,6 +307,7 @@ impl Default for Config {
             sandbox_processes: 0,
             guest_writable_namespaces: Vec::new(),
             guest_trigger_types: Vec::new(),
+            approval_required: Vec::new(),
             mcp_guest_tools: false,
             egress_allow: Vec::new(),
             egress_max_requests: DEFAULT_EGRESS_MAX_REQUESTS,
@@ -371,6 +378,7 @@ impl Config {
         }
         crate::guest_policy::check_guest_namespaces(&self.guest_writable_namespaces)?;
         crate::guest_policy::check_guest_trigger_types(&self.guest_trigger_types)?;
+        crate::guest_policy::check_approval_required(&self.approval_required)?;
         Ok(())
     }
 
@@ -414,6 +422,7 @@ impl Config {
             inject_guidance: newer.inject_guidance,
             guest_writable_namespaces: newer.guest_writable_namespaces.clone(),
             guest_trigger_types: newer.guest_trigger_types.clone(),
+            approval_required: newer.approval_required.clone(),
             mcp_guest_tools: newer.mcp_guest_tools,
             egress_allow: newer.egress_allow.clone(),
             egress_max_requests: newer.egress_max_requests,

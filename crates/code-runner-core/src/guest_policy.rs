@@ -72,6 +72,45 @@ pub fn check_guest_trigger_types(types: &[String]) -> Result<(), RunnerError> {
     Ok(())
 }
 
+/// Longest `approval_required` entry, in bytes (a function id's bound).
+const MAX_APPROVAL_ENTRY_BYTES: usize = 256;
+
+/// Checks `approval_required`: each entry a function id (`ns::name`) or
+/// `ns::*`, at most 256 bytes, no other wildcard.
+///
+/// # Errors
+/// `code-runner::invalid_request` naming the key and the entry.
+pub fn check_approval_required(entries: &[String]) -> Result<(), RunnerError> {
+    check_count("approval_required", entries.len())?;
+    for entry in entries {
+        let well_formed = entry.len() <= MAX_APPROVAL_ENTRY_BYTES
+            && entry.split_once("::").is_some_and(|(ns, name)| {
+                !ns.is_empty()
+                    && !name.is_empty()
+                    && !ns.contains('*')
+                    && (name == "*" || !name.contains('*'))
+            });
+        if !well_formed {
+            return Err(RunnerError::invalid(format!(
+                "config key approval_required: entry `{}` must be a function id (`namespace::name`) or `namespace::*`, at most {MAX_APPROVAL_ENTRY_BYTES} bytes",
+                quote(entry)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `function_id` is one `approval_required` names (an id, or
+/// `namespace::*`).
+pub fn approval_required(entries: &[String], function_id: &str) -> bool {
+    entries.iter().any(|entry| match entry.strip_suffix("::*") {
+        Some(namespace) => function_id
+            .strip_prefix(namespace)
+            .is_some_and(|rest| rest.starts_with("::")),
+        None => entry == function_id,
+    })
+}
+
 /// Checks `guest_writable_namespaces`: each entry a namespace as the naming
 /// rule spells one (an ASCII letter, then letters, digits, `_`, `-`; at most
 /// 64 characters; no `::`).

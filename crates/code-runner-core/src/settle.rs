@@ -104,6 +104,7 @@ pub fn settle_response(
         usage,
         images: Vec::new(),
         files: Vec::new(),
+        suspended: None,
     })
 }
 

@@ -191,6 +191,13 @@ def _make_turn():
             except NotJson as err:
                 raise TypeError(f"{ns_global}.{member}: {err}") from None
             head = dumps({"ns": ns_global, "fn": member})
+            # What the code printed so far reaches the host first: a call
+            # may suspend the run (an approval), whose answer shows it.
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except BaseException:
+                    pass
             reply = loads(host_call(head[:-1] + ',"args":' + body + "}"))
             if "ok" in reply:
                 return reply["ok"]

@@ -4,6 +4,10 @@
 //! so a typo (`timeout` for `timeout_ms`) is an error naming the field, not a
 //! silently ignored option.
 
+mod approval;
+
+pub use approval::{ResumeRequest, SuspendedCall};
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -134,6 +138,9 @@ pub struct RunResponse {
     /// The files the request's `collect` globs matched once the code had run (also when it failed), sorted by path, at most `max_collect_files` of them and `max_collect_bytes` of base64 in all. Past either cap the list ends with an omission marker: an entry with an empty `path`, `mime_type` `text/plain`, `size` 0 and, in `base64`, plain text (not base64) saying how many files and bytes were left out and which cap. Absent when nothing matched.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<CollectedFile>,
+    /// Present when the run is suspended: its code called a function that waits for a person's approval. The output so far is above, `runtime_id` names the suspended runtime (a one-shot is kept while suspended), and `code-runner::resume` with this `call_id` goes on with the same run and answers as `run` does. Time suspended does not count against the timeout; the idle TTL ends a run left suspended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspended: Option<SuspendedCall>,
 }
 
 /// A file a run left that a `collect` glob matched.
@@ -234,6 +241,9 @@ pub struct RegisterRequest {
     /// Optional JSON Schema for the handler's return value; same rules as `request_format`.
     #[serde(default)]
     pub response_format: Option<Value>,
+    /// When true, a call of this function from guest code waits for a person's approval: the run answers `suspended`, and `code-runner::resume` goes on (as configuration `approval_required` does for the ids it names).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub requires_approval: bool,
     /// Source that defines `handler(payload)` in `lang`: `export function handler(payload) {…}` (node and typescript, an ES module; also `function handler`, `export const handler = …`, or a default export that is a function) or `def handler(payload): …` (python).
     pub source: String,
 }

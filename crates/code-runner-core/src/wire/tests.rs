@@ -236,6 +236,7 @@ fn absent_runtime_id_is_absent_not_null() {
         runtime_id: None,
         images: Vec::new(),
         files: Vec::new(),
+        suspended: None,
     };
     let value = serde_json::to_value(response).unwrap();
     assert!(value.get("runtime_id").is_none());

@@ -10,6 +10,8 @@ pub const REGISTER_FUNCTION: &str = "code-runner::register_function";
 /// `code-runner::release`: a peer's guest tree ended (registered only as the
 /// scoped `code-runner@<worker>::release`, internal).
 pub const RELEASE: &str = "code-runner::release";
+/// `code-runner::resume`: goes on with a run suspended on a call that waits for approval.
+pub const RESUME: &str = "code-runner::resume";
 /// `code-runner::describe`: declarations of what guest code may call (code mode).
 pub const DESCRIBE: &str = "code-runner::describe";
 /// `engine::functions::info`: describe bus functions.

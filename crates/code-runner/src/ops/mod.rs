@@ -2,6 +2,7 @@
 //! only layer that sees both the bus (`crate::bus`) and the runtimes
 //! (`crate::runtimes`).
 
+pub(crate) mod approvals;
 pub(crate) mod configuration;
 pub(crate) mod describe;
 pub(crate) mod egress;
@@ -12,6 +13,7 @@ pub(crate) mod info;
 pub(crate) mod invoke;
 pub(crate) mod namespaces;
 pub(crate) mod register;
+pub(crate) mod resume;
 pub(crate) mod retire;
 pub(crate) mod run;
 pub(crate) mod teardown;
@@ -53,6 +55,8 @@ pub(crate) struct Ops {
     pub(crate) outbound: OnceLock<Arc<dyn Outbound>>,
     /// Guest requests through the host (`iii.fetch`), under the live policy.
     pub(crate) egress: Arc<egress::EgressState>,
+    /// Runs suspended on a call that waits for a person.
+    pub(crate) suspensions: approvals::Suspensions,
 }
 
 impl Ops {
@@ -70,6 +74,7 @@ impl Ops {
             engines,
             outbound: OnceLock::new(),
             egress: Arc::default(),
+            suspensions: approvals::Suspensions::default(),
         }
     }
 
@@ -126,6 +131,7 @@ pub(crate) fn functions(ops: &Arc<Ops>) -> Vec<(&'static str, Function)> {
         info::function(ops),
         register::function(ops),
         describe::function(ops),
+        resume::function(ops),
     ];
     all.extend(configuration::functions(ops));
     all.push(guidance::function(ops));

@@ -105,6 +105,12 @@ pub(crate) async fn register_function(
                 Some(guest) => function.published_by_guest(guest.root),
                 None => function,
             };
+            let function = if request.requires_approval {
+                ops.suspensions.flag();
+                function.with_metadata("requires_approval", Value::Bool(true))
+            } else {
+                function
+            };
             ops.published
                 .publish(&id, owner.clone(), lang, function, &ops.bus)
         });

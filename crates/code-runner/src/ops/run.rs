@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use code_runner_core::wire::{CollectedFile, RunRequest, RunResponse, schema_of};
 use code_runner_core::{
-    AbortSignal, ErrorCode, Fault, ImageCaps, OutputCaps, RunnerError, Task, TurnEnding,
+    AbortSignal, ErrorCode, Fault, ImageCaps, OutputCaps, RunnerError, Task, TurnClock, TurnEnding,
     TurnImages, TurnOutcome, TurnSpec, cap_images, settle_response,
 };
 use serde_json::Value;
@@ -17,6 +17,8 @@ use crate::bus::payload::parse;
 use crate::bus::{CallError, Caller, Function};
 use crate::ids::{new_runtime_id, redact};
 use crate::ops::Ops;
+use crate::ops::approvals::suspended::{Job, Progress};
+use crate::ops::approvals::{self, Gate};
 use crate::ops::egress::TurnEgress;
 use crate::ops::files::RunFiles;
 use crate::ops::guest::{self, GuestContext};
@@ -46,6 +48,58 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
 /// lineage and ends with the caller ([`crate::runtimes::lineage`]).
 pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result<Value, CallError> {
     let request: RunRequest = parse(payload)?;
+    if let Some(id) = &request.runtime_id {
+        ops.suspensions.refuse_run(id)?;
+    }
+    // The id the run is filed under if its code suspends on a call that
+    // waits for a person: the kept runtime's, or a new one (which a `keep`
+    // run keeps).
+    let (id, existing) = match &request.runtime_id {
+        Some(id) => (id.clone(), true),
+        None => (new_runtime_id(ops.worker_name()), false),
+    };
+    let (gate, calls) = approvals::gate();
+    let progress = ops
+        .suspensions
+        .possible(&ops.config())
+        .then(|| Progress::new(ops.config().output_caps().max_stream_bytes));
+    let task = tokio::spawn(execute(
+        ops.clone(),
+        request,
+        caller,
+        Suspendable {
+            gate,
+            id: id.clone(),
+            progress: progress.clone(),
+        },
+    ));
+    let job = Job {
+        id,
+        existing,
+        task,
+        calls,
+        progress,
+        started: Instant::now(),
+    };
+    approvals::suspended::answer(&ops, job).await
+}
+
+/// What lets a run's guest code wait for a person: the run's gate, the id
+/// the run is filed under meanwhile, and its output so far.
+struct Suspendable {
+    gate: Arc<Gate>,
+    id: String,
+    progress: Option<Arc<Progress>>,
+}
+
+/// The run itself, as its own task ([`run`] waits for it, or for its
+/// suspension).
+async fn execute(
+    ops: Arc<Ops>,
+    request: RunRequest,
+    caller: Caller,
+    suspendable: Suspendable,
+) -> Result<Value, CallError> {
     let run_files = RunFiles::parse(request.files, &request.collect)?;
     let config = ops.config();
     // A guest's run (from this worker or through the engine) lives within
@@ -63,7 +117,11 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
         (None, None) => AbortSignal::new(),
     };
     let (caps, image_caps) = (config.output_caps(), config.image_caps());
-    let output = caller.live.clone();
+    let output = match &suspendable.progress {
+        Some(progress) => Some(progress.tee(caller.live.clone())),
+        None => caller.live.clone(),
+    };
+    let gate = suspendable.gate;
     let started = Instant::now();
     let (code, weak) = (request.code, Arc::downgrade(&ops));
     let egress = Arc::new(TurnEgress::default());
@@ -78,8 +136,11 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
     // turn answers, which ends the runs its guest code started. A retried
     // turn gets what is left of the run's budget.
     let turn = |context: GuestContext, timeout: Duration| {
-        let scope = new_scope();
-        let bindings = context.within(scope.clone()).metered(egress.clone());
+        let (scope, clock) = (new_scope(), TurnClock::new());
+        let bindings = context
+            .within(scope.clone())
+            .metered(egress.clone())
+            .gated(gate.clone(), clock);
         TurnSpec {
             live: output.clone(),
             task: Task::Program(code.clone()),
@@ -191,7 +252,7 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
     let settled = settled.with_files(run_files.collect(Some(dir.0.clone()), collect_caps).await);
     let succeeded = matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, .. });
     if request.keep && succeeded {
-        let id = new_runtime_id(ops.worker_name());
+        let id = suspendable.id;
         let response = settled.answer(outcome, images, elapsed(started), Some(id.clone()));
         ops.registry.keep(id.clone(), lang, key, runtime, dir, slot);
         live.keep();

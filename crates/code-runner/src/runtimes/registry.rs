@@ -234,7 +234,8 @@ impl Registry {
         all
     }
 
-    fn remember_expired(&self, id: &str) {
+    /// Remembers `id` as ended, so it answers `code-runner::expired`.
+    pub fn remember_expired(&self, id: &str) {
         let mut expired = self.lock_expired();
         if expired.0.insert(id.to_string()) {
             expired.1.push_back(id.to_string());

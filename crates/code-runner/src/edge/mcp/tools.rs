@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use super::clean::{GUEST_MARK, MAX_GUEST_DESCRIPTION_CHARS, clean, clean_value};
 use crate::bus::Listing;
-use crate::bus::names::{DESCRIBE, REGISTER_FUNCTION, RUN, TEARDOWN};
+use crate::bus::names::{DESCRIBE, REGISTER_FUNCTION, RESUME, RUN, TEARDOWN};
 use crate::bus::naming::FunctionId;
 use crate::ids::RuntimeKey;
 
@@ -49,11 +49,12 @@ impl Viewer<'_> {
 pub const MAX_TOOL_NAME: usize = 128;
 
 /// The operations, by tool name.
-const OPERATIONS: [(&str, &str); 4] = [
+const OPERATIONS: [(&str, &str); 5] = [
     ("run", RUN),
     ("teardown", TEARDOWN),
     ("register_function", REGISTER_FUNCTION),
     ("describe", DESCRIBE),
+    ("resume", RESUME),
 ];
 
 /// The bus function a tool name calls, if it names one.
@@ -269,6 +270,11 @@ fn operation_text(name: &str, config: &Config, data_stack: bool) -> String {
              iii.fn.my_app.greet(payload) (await it in node/typescript; keywords or one dict in python), \
              its payload checked against the function's schema first. query keeps the functions whose id, \
              name or description holds every word of it: search first on a host with many functions."
+            .to_string(),
+        "resume" => "Go on with a run that answered `suspended`: its code called a function that \
+             waits for a person's approval. Ask the person, then pass the run's runtime_id and \
+             suspended.call_id with approve true (the call proceeds) or false (the code's call fails \
+             with reason). Answers as run does."
             .to_string(),
         "teardown" => "Destroy a kept runtime (runtime_id) or every runtime behind a \
              register_function namespace (namespace), and unregister their functions."

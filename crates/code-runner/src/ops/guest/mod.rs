@@ -18,12 +18,15 @@ mod typed;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Weak};
 
-use code_runner_core::{AbortSignal, BindingError, BindingNamespace, Bindings, Lang, RunnerError};
+use code_runner_core::{
+    AbortSignal, BindingError, BindingNamespace, Bindings, Lang, RunnerError, TurnClock,
+};
 use serde_json::Value;
 
 use crate::bus::catalog::Owner;
 use crate::ids::RuntimeKey;
 use crate::ops::Ops;
+use crate::ops::approvals::Gate;
 use crate::ops::egress::{self, TurnEgress};
 use register::register_from_guest;
 use trigger::trigger;
@@ -48,6 +51,11 @@ pub(crate) struct GuestContext {
     pub scope: AbortSignal,
     /// The turn's requests through the host (`iii.fetch`) and their cost.
     pub egress: Arc<TurnEgress>,
+    /// Where a call that waits for a person goes: the run's gate (`None`:
+    /// this turn cannot wait, e.g. a published function's call).
+    pub approvals: Option<Arc<Gate>>,
+    /// The turn's clock, stopped while a call waits for a person.
+    pub clock: TurnClock,
 }
 
 impl GuestContext {
@@ -67,7 +75,18 @@ impl GuestContext {
             iii_namespace,
             scope: AbortSignal::new(),
             egress: Arc::default(),
+            approvals: None,
+            clock: TurnClock::new(),
         }
+    }
+
+    /// The same context for a run's turn, whose calls that need a person's
+    /// approval wait at `gate`, the turn's `clock` stopped meanwhile.
+    #[must_use]
+    pub fn gated(mut self, gate: Arc<Gate>, clock: TurnClock) -> Self {
+        self.approvals = Some(gate);
+        self.clock = clock;
+        self
     }
 
     /// The same context counting its requests in `egress` (read by whoever
@@ -117,6 +136,8 @@ pub(crate) fn warm_up_bindings(lang: Lang) -> Bindings {
             iii_namespace: String::new(),
             scope: AbortSignal::new(),
             egress: Arc::default(),
+            approvals: None,
+            clock: TurnClock::new(),
         },
     )
     .bindings
@@ -144,7 +165,7 @@ impl std::ops::Deref for GuestBindings {
 
 /// The guest's `iii` for a turn on the runtime described by `ctx`.
 pub(crate) fn bindings(ops: Weak<Ops>, ctx: GuestContext) -> GuestBindings {
-    let scope = ctx.scope.clone();
+    let (scope, clock) = (ctx.scope.clone(), ctx.clock.clone());
     let ctx = Arc::new(ctx);
     let in_flight = Arc::new(AtomicUsize::new(0));
     let namespace = Value::String(ctx.iii_namespace.clone());
@@ -197,7 +218,9 @@ pub(crate) fn bindings(ops: Weak<Ops>, ctx: GuestContext) -> GuestBindings {
         });
     }
     GuestBindings {
-        bindings: Bindings::new(vec![iii]).unwrap_or_default(),
+        bindings: Bindings::new(vec![iii])
+            .unwrap_or_default()
+            .with_clock(clock),
         scope,
     }
 }

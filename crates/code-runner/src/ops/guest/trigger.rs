@@ -16,6 +16,7 @@ use crate::bus::outbound::RemoteGuest;
 use crate::bus::payload::parse;
 use crate::bus::{CallError, Caller, GuestCaller};
 use crate::ops::Ops;
+use crate::ops::approvals;
 
 /// Fire-and-forget calls one turn may have in flight; one more is refused.
 pub const MAX_FIRE_AND_FORGET: usize = 16;
@@ -93,6 +94,29 @@ pub(super) async fn dispatch(
             "iii.trigger({}): that function is served by this same runtime, which runs one turn at a time; call its handler directly",
             request.function_id
         ))));
+    }
+    let mut call = call;
+    if approvals::needs_approval(
+        &ops.config().approval_required,
+        &ops.bus,
+        &request.function_id,
+    ) {
+        if request.action.is_some() {
+            return Err(binding_error(RunnerError::invalid(format!(
+                "iii.trigger({}): the function waits for a person's approval; call it without an action",
+                request.function_id
+            ))));
+        }
+        // The wait does not count against the run: its deadline moves on.
+        let stood = approvals::wait(
+            ctx.approvals.as_ref(),
+            &ctx.clock,
+            &ctx.scope,
+            &request.function_id,
+            &request.payload,
+        )
+        .await?;
+        call.deadline += stood;
     }
     let left = call.deadline.saturating_duration_since(Instant::now());
     let budget = request

@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use code_runner_core::caps::{Stream, StreamBuffer};
 use code_runner_core::{
@@ -32,6 +32,9 @@ pub const TURN_GRACE: Duration = Duration::from_secs(2);
 /// body's worth, through a sandbox process's pipe on a busy machine).
 pub const FILES_GRACE: Duration = Duration::from_secs(30);
 
+/// How often a wait looks at a stopped turn clock again.
+const CLOCK_LOOK: Duration = Duration::from_millis(100);
+
 /// Runs `turn` on `runtime` and waits at most its timeout plus
 /// [`TURN_GRACE`]; `None` when no answer came (the turn's abort signal has
 /// been fired). The turn's signal fires when it answers, too.
@@ -40,9 +43,25 @@ pub(crate) async fn run_within(
     turn: TurnSpec,
 ) -> Option<(TurnOutcome, TurnImages)> {
     let (bound, abort) = (turn.timeout.saturating_add(TURN_GRACE), turn.abort.clone());
-    let answer = tokio::time::timeout(bound, runtime.run_with_images(turn))
-        .await
-        .ok();
+    // Measured on the turn's clock: the time a call waited for a person
+    // does not count.
+    let clock = turn.bindings.clock().clone();
+    let base = Instant::now() + bound;
+    let mut running = std::pin::pin!(runtime.run_with_images(turn));
+    let answer = loop {
+        let wake = match clock.is_paused() {
+            true => Instant::now() + CLOCK_LOOK,
+            false => clock.deadline(base),
+        };
+        tokio::select! {
+            answer = &mut running => break Some(answer),
+            () = tokio::time::sleep_until(wake.into()) => {
+                if clock.past(base, Instant::now()) {
+                    break None;
+                }
+            }
+        }
+    };
     abort.abort();
     answer
 }

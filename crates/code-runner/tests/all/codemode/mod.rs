@@ -3,6 +3,7 @@
 //! code calls a function by name through `iii.fn`, its payload checked on
 //! the host against the request schema before dispatch.
 
+mod approvals;
 mod calls;
 mod describe;
 mod engine;

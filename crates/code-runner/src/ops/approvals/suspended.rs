@@ -1,0 +1,235 @@
+//! Runs suspended on a call that waits for a person, filed by runtime id
+//! until `code-runner::resume` (or the idle TTL) takes them.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use code_runner_core::caps::{Stream, StreamBuffer};
+use code_runner_core::wire::{RunResponse, SuspendedCall, Usage};
+use code_runner_core::{AbortSignal, Config, LiveOutput, RunnerError};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::Pending;
+use crate::bus::CallError;
+use crate::ids::redact;
+use crate::ops::{Ops, retire};
+
+/// A run that may suspend: its task, and the end of its gate.
+pub(crate) struct Job {
+    /// The runtime id it is filed under while suspended: the kept
+    /// runtime's, or one made for this run (a one-shot is kept while
+    /// suspended; a `keep` run keeps this id once it ends).
+    pub id: String,
+    /// Whether `id` names a runtime kept before this run.
+    pub existing: bool,
+    /// The run, answering as `run` does once it ends.
+    pub task: JoinHandle<Result<Value, CallError>>,
+    /// Where its guest code's calls that wait for a person arrive.
+    pub calls: mpsc::Receiver<Pending>,
+    /// Its output so far, when it may suspend.
+    pub progress: Option<Arc<Progress>>,
+    /// When it started.
+    pub started: Instant,
+}
+
+/// A suspended run and the call it waits on.
+pub(crate) struct Suspended {
+    pub job: Job,
+    pub call: Pending,
+}
+
+/// The suspended runs, by runtime id. Each holds its runtime's slot, so
+/// there are at most `max_runtimes`.
+#[derive(Default)]
+pub(crate) struct Suspensions {
+    runs: Mutex<HashMap<String, Suspended>>,
+    /// Whether a function with `requires_approval` was ever published.
+    flagged: AtomicBool,
+}
+
+impl Suspensions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Suspended>> {
+        self.runs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A function that requires approval was published.
+    pub(crate) fn flag(&self) {
+        self.flagged.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a run may suspend under `config` (so its output is kept).
+    pub(crate) fn possible(&self, config: &Config) -> bool {
+        !config.approval_required.is_empty() || self.flagged.load(Ordering::SeqCst)
+    }
+
+    /// Whether a run is suspended under `id`.
+    pub(crate) fn is_suspended(&self, id: &str) -> bool {
+        self.lock().contains_key(id)
+    }
+
+    /// Refuses a run on `id` while it is suspended.
+    ///
+    /// # Errors
+    /// `code-runner::invalid_request` when it is.
+    pub(crate) fn refuse_run(&self, id: &str) -> Result<(), RunnerError> {
+        match self.lock().get(id) {
+            Some(suspended) => Err(RunnerError::invalid(format!(
+                "runtime {} is suspended: its call of {} waits for approval; answer it with code-runner::resume first",
+                redact(id),
+                suspended.call.function_id
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Takes the run suspended under `id` on the call `call_id`.
+    ///
+    /// # Errors
+    /// `None` when nothing is suspended under `id`; a clear error when the
+    /// call is not the one it waits on.
+    pub(crate) fn take(&self, id: &str, call_id: &str) -> Option<Result<Suspended, RunnerError>> {
+        let mut runs = self.lock();
+        let suspended = runs.get(id)?;
+        if suspended.call.call_id != call_id {
+            return Some(Err(RunnerError::invalid(format!(
+                "runtime {} waits on another call than this call_id (a used or a wrong one); resume with the call_id its last answer carried",
+                redact(id)
+            ))));
+        }
+        runs.remove(id).map(Ok)
+    }
+
+    /// Removes what is suspended under `id`, whatever the call.
+    fn remove(&self, id: &str, call_id: &str) -> Option<Suspended> {
+        let mut runs = self.lock();
+        (runs.get(id)?.call.call_id == call_id)
+            .then(|| runs.remove(id))
+            .flatten()
+    }
+}
+
+/// A run's output so far, kept (bounded like the run's own) while it may
+/// suspend, for the `suspended` answer.
+pub(crate) struct Progress(Mutex<[StreamBuffer; 2]>);
+
+impl Progress {
+    /// Output kept within `cap` per stream.
+    pub(crate) fn new(cap: Option<usize>) -> Arc<Self> {
+        Arc::new(Progress(Mutex::new([
+            StreamBuffer::new(Stream::Stdout, cap),
+            StreamBuffer::new(Stream::Stderr, cap),
+        ])))
+    }
+
+    /// A tap that keeps each piece of output here, then hands it to `outer`.
+    pub(crate) fn tee(self: &Arc<Self>, outer: Option<LiveOutput>) -> LiveOutput {
+        let progress = self.clone();
+        LiveOutput::new(move |stream, bytes| {
+            {
+                let mut streams = progress.0.lock().unwrap_or_else(|p| p.into_inner());
+                streams[usize::from(stream == Stream::Stderr)].push(bytes);
+            }
+            if let Some(outer) = &outer {
+                outer.call(stream, bytes);
+            }
+        })
+    }
+
+    fn render(&self) -> (String, String) {
+        let streams = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        (streams[0].render(), streams[1].render())
+    }
+}
+
+/// Waits until `job` answers, or suspends on a call: then files it under
+/// its id and answers `suspended` (the output so far, the runtime id, the
+/// call), and the idle TTL starts to run for it.
+///
+/// # Errors
+/// The run's own error.
+pub(crate) async fn answer(ops: &Arc<Ops>, mut job: Job) -> Result<Value, CallError> {
+    let call = tokio::select! {
+        done = &mut job.task => {
+            return done.unwrap_or_else(|err| {
+                Err(RunnerError::engine(format!("the run ended abnormally: {err}")).into())
+            });
+        }
+        Some(call) = job.calls.recv() => call,
+    };
+    let (stdout, stderr) = job
+        .progress
+        .as_ref()
+        .map(|p| p.render())
+        .unwrap_or_default();
+    let response = RunResponse {
+        stdout,
+        stderr,
+        exit_code: 0,
+        success: true,
+        duration_ms: u64::try_from(job.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        result: Value::Null,
+        runtime_id: Some(job.id.clone()),
+        usage: Usage::default(),
+        images: Vec::new(),
+        files: Vec::new(),
+        suspended: Some(SuspendedCall {
+            call_id: call.call_id.clone(),
+            function_id: call.function_id.clone(),
+            payload: call.payload.clone(),
+        }),
+    };
+    let (id, call_id, scope) = (job.id.clone(), call.call_id.clone(), call.scope.clone());
+    tracing::debug!(runtime = %redact(&id), function = %call.function_id, "a run is suspended on a call that waits for approval");
+    ops.suspensions
+        .lock()
+        .insert(id.clone(), Suspended { job, call });
+    reap_after(
+        ops,
+        Duration::from_secs(ops.config().idle_ttl_secs),
+        id,
+        call_id,
+        scope,
+    );
+    Ok(serde_json::to_value(response).unwrap_or(Value::Null))
+}
+
+/// Ends the run suspended under `id` on `call_id` if it still is after
+/// `ttl`: its turn is stopped (the guest's call fails), its runtime closed.
+fn reap_after(ops: &Arc<Ops>, ttl: Duration, id: String, call_id: String, scope: AbortSignal) {
+    let weak = Arc::downgrade(ops);
+    tokio::spawn(async move {
+        tokio::time::sleep(ttl).await;
+        let Some(ops) = weak.upgrade() else {
+            return;
+        };
+        let Some(suspended) = ops.suspensions.remove(&id, &call_id) else {
+            return;
+        };
+        tracing::info!(runtime = %redact(&id), "a run suspended for the idle TTL is ended");
+        scope.abort();
+        drop(suspended.call);
+        let _ = suspended.job.task.await;
+        ended(&ops, &id, suspended.job.existing).await;
+    });
+}
+
+/// A suspended run was reaped: its runtime goes, and its id answers
+/// `expired` from now on.
+async fn ended(ops: &Ops, id: &str, existing: bool) {
+    if existing || ops.registry.get(id).is_ok() {
+        retire::remove_kept(ops, id).await.ok();
+    } else {
+        ops.registry.remember_expired(id);
+    }
+}
+
+/// After a resumed run answered for good: a one-shot's id answers `expired`.
+pub(crate) fn finished(ops: &Ops, id: &str) {
+    if ops.registry.get(id).is_err() {
+        ops.registry.remember_expired(id);
+    }
+}

@@ -4,7 +4,8 @@ import { renderToStaticMarkup } from "react-dom/server";
 import { describe, expect, it } from "vitest";
 import { createRenderer } from "../src/function-trigger-message";
 import { MAX_LISTED } from "../src/function-trigger-message/files";
-import { done, runResponse, runtimeId } from "./fixtures";
+import { MAX_DISPLAY_CHARS } from "../src/lib/shared";
+import { callId, done, runResponse, runtimeId } from "./fixtures";
 
 const renderer = createRenderer();
 
@@ -225,8 +226,9 @@ describe("run card", () => {
   });
 
   /// Other functions keep their own renderers.
-  it("matches only its three operations", () => {
+  it("matches only its four operations", () => {
     expect(renderer.isMatch("code-runner::run")).toBe(true);
+    expect(renderer.isMatch("code-runner::resume")).toBe(true);
     expect(renderer.isMatch("code-runner::register_function")).toBe(true);
     expect(renderer.isMatch("code-runner::teardown")).toBe(true);
     expect(renderer.isMatch("code-runner::ui-content")).toBe(false);
@@ -309,5 +311,92 @@ describe("teardown card", () => {
     const markup = html(renderer.tryRender(done("code-runner::teardown", { runtime_id: id }, { torn_down: true, unregistered: [], runtime_id: id })));
     expect(textOf(markup)).toContain("no function id stopped resolving");
     expect(markup).not.toContain(id);
+  });
+});
+
+describe("a suspended run and the resume card", () => {
+  const suspended = (fields: Record<string, unknown> = {}) =>
+    runResponse({
+      runtime_id: runtimeId(),
+      stdout: "asking\n",
+      suspended: { call_id: callId(), function_id: "billing::charge", payload: { amount: 5 } },
+      ...fields,
+    });
+
+  /// A run whose code called a function that needs approval: the card waits, names the function,
+  /// shows the payload and the output so far, and no null-result advice.
+  it("shows a suspended run as waiting for approval, with the function, its payload and the output so far", () => {
+    const answer = suspended();
+    const markup = html(renderer.tryRender(done("code-runner::run", { lang: "python", code: "iii.fn.billing.charge(amount=5)" }, answer)));
+    const text = textOf(markup);
+    expect(markup).toContain('data-cr-tone="waiting"');
+    expect(text).toContain("waiting for approval");
+    expect(markup).toMatch(/<div class="cr-fn-id cr-waiting-fn">billing::charge<\/div>/);
+    expect(text).toMatch(/"amount": 5/);
+    expect(text).toContain("asking");
+    expect(text).toContain("so far");
+    expect(text).toContain("code-runner::resume");
+    expect(text).not.toContain("exit 0");
+    expect(text).not.toContain("result = …");
+    // The waiting section comes before the code, as a result would.
+    expect(text.indexOf("waiting for approval", text.indexOf("run"))).toBeLessThan(text.indexOf("iii.fn.billing"));
+  });
+
+  /// Both ids are capabilities: each a masked chip, neither anywhere in full.
+  it("masks the runtime id and the call id of a suspended run", () => {
+    const answer = suspended();
+    const runtime = answer.runtime_id as string;
+    const call = (answer.suspended as { call_id: string }).call_id;
+    const markup = html(renderer.tryRender(done("code-runner::run", { lang: "node", code: "return 1" }, answer)));
+    expect(markup).toContain(`<span class="cr-chip-id">${runtime.slice(0, 7)}…</span>`);
+    expect(markup).toContain(`<span class="cr-chip-id">${call.slice(0, 9)}…</span>`);
+    expect(markup).toContain('aria-label="call call_');
+    expect(markup).not.toContain(runtime.slice(7));
+    expect(markup).not.toContain(call.slice(9));
+  });
+
+  /// A guest shapes the payload: a huge one is clipped like any other value on the card.
+  it("clips a huge payload like other values", () => {
+    const answer = suspended({ suspended: { call_id: callId(), function_id: "billing::charge", payload: { blob: "x".repeat(MAX_DISPLAY_CHARS * 2) } } });
+    const markup = html(renderer.tryRender(done("code-runner::run", { lang: "node", code: "return 1" }, answer)));
+    expect(textOf(markup)).toContain("display clipped here");
+    expect(markup.length).toBeLessThan(MAX_DISPLAY_CHARS + 20_000);
+  });
+
+  /// The resume card: the decision over masked ids, the reason, then the answer as the run card draws it.
+  it("shows a denial with its reason, then the answer as a run's", () => {
+    const runtime = runtimeId();
+    const call = callId();
+    const input = { runtime_id: runtime, call_id: call, approve: false, reason: "too much" };
+    const markup = html(renderer.tryRender(done("code-runner::resume", input, runResponse({ result: ["denied", "forbidden"], stdout: "asking\n" }))));
+    const text = textOf(markup);
+    expect(text).toContain("resume");
+    expect(text).toContain("denied");
+    expect(text).toContain("reason: too much");
+    expect(markup).toContain('data-cr-decision="deny"');
+    expect(text).toContain("exit 0");
+    expect(text).toMatch(/"denied",\s*"forbidden"/);
+    expect(text).toContain("asking");
+    expect(markup).not.toContain(runtime.slice(7));
+    expect(markup).not.toContain(call.slice(9));
+    expect(markup).toContain(`${call.slice(0, 9)}…`);
+  });
+
+  /// Approved, the run may reach its next such call: the resume card waits again.
+  it("shows an approval, and a resume that suspends again as waiting", () => {
+    const input = { runtime_id: runtimeId(), call_id: callId(), approve: true };
+    const markup = html(renderer.tryRender(done("code-runner::resume", input, suspended())));
+    expect(markup).toContain('data-cr-decision="approve"');
+    expect(markup).toContain('data-cr-tone="waiting"');
+    expect(textOf(markup)).toContain("billing::charge");
+    const running = html(renderer.tryRenderRunning({ functionId: "code-runner::resume", input, running: true }));
+    expect(running).toContain('data-cr-tone="running"');
+    expect(textOf(running)).toContain("approved, running…");
+  });
+
+  /// A refused resume (a used call_id) is the host's error view.
+  it("returns null for a failed resume", () => {
+    const failed = done("code-runner::resume", { runtime_id: runtimeId(), call_id: callId(), approve: true }, { error: { code: "code-runner::invalid_request", message: "used" } });
+    expect(renderer.tryRender(failed)).toBeNull();
   });
 });

@@ -11,6 +11,13 @@ export function runtimeId(): string {
   return `rt_${body}`;
 }
 
+/** A call id of a suspended run, as crates/code-runner/src/ops/approvals/mod.rs mints them: call_ + 24 alphanumerics. */
+export function callId(): string {
+  let body = "";
+  for (let i = 0; i < 24; i += 1) body += ALPHABET[Math.floor(Math.random() * ALPHABET.length)];
+  return `call_${body}`;
+}
+
 /** A finished call. */
 export function done(functionId: string, input: unknown, output: unknown): CallMessage {
   return { functionId, input, output, durationMs: 20 };

@@ -3,9 +3,9 @@
 import { renderToStaticMarkup } from "react-dom/server";
 import { describe, expect, it } from "vitest";
 import { createRenderer } from "../src/function-trigger-message";
-import { containsRuntimeId, maskId, redactRaw, redactText } from "../src/lib/redact";
+import { containsCallId, containsRuntimeId, maskId, redactRaw, redactText } from "../src/lib/redact";
 import { RuntimeChip } from "../src/lib/shared";
-import { done, runResponse, runtimeId } from "./fixtures";
+import { callId, done, runResponse, runtimeId } from "./fixtures";
 
 const renderer = createRenderer();
 const markup = (node: unknown) => renderToStaticMarkup(<>{node as React.ReactNode}</>);
@@ -101,6 +101,32 @@ describe("redactRaw", () => {
     expect(redactRaw(null)).toBe(null);
     expect(redactRaw(undefined)).toBe(null);
     expect(redactRaw({ f: () => 1, n: Number.NaN })).toEqual({ f: null, n: null });
+  });
+});
+
+describe("call ids of suspended runs", () => {
+  /// A call id approves the call with the runtime id: masked in every string and in the raw JSON.
+  it("masks call ids on the card, in guest output and in the raw answer", () => {
+    const id = runtimeId();
+    const call = callId();
+    const output = runResponse({ runtime_id: id, stdout: `waiting on ${call}\n`, suspended: { call_id: call, function_id: "billing::charge", payload: { note: call } } });
+    const html = markup(renderer.tryRender(done("code-runner::run", { lang: "python", code: `print("${call}")` }, output)));
+    expect(html).not.toContain(call);
+    expect(containsCallId(html)).toBe(false);
+    expect(html).toContain(maskId(call));
+    const resume = markup(renderer.tryRender(done("code-runner::resume", { runtime_id: id, call_id: call, approve: false, reason: call }, runResponse({ stdout: call }))));
+    expect(resume).not.toContain(call);
+    expect(containsRuntimeId(resume)).toBe(false);
+    const raw = JSON.stringify(renderer.redactRaw({ input: { runtime_id: id, call_id: call }, output }));
+    expect(raw).not.toContain(call);
+    expect(raw).not.toContain(id);
+    expect(raw).toContain(`"call_id":"${call.slice(0, 9)}…"`);
+  });
+
+  /// Only the worker's shape is masked: snake_case names that start with call_ are code, not ids.
+  it("leaves call_ words that are not ids alone", () => {
+    expect(redactText("call_the_handler_now_please call_short")).toBe("call_the_handler_now_please call_short");
+    expect(maskId("call_AbCdEfGhIjKlMnOpQrStUvWx")).toBe("call_AbCd…");
   });
 });
 

@@ -4,12 +4,14 @@ import type { ReactNode } from "react";
 import { redactRaw } from "../lib/redact";
 import type { CallMessage, Phase } from "../lib/shared";
 import { RegisterFunctionCard } from "./register-function";
+import { ResumeCard } from "./resume";
 import { RunCard } from "./run";
 import { TeardownCard } from "./teardown";
 
 /** The operations that have a card, by function id. */
 export const OPERATIONS = {
   "code-runner::run": RunCard,
+  "code-runner::resume": ResumeCard,
   "code-runner::register_function": RegisterFunctionCard,
   "code-runner::teardown": TeardownCard,
 } as const;

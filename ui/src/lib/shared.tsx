@@ -9,8 +9,8 @@ import { splitStream, type Omission, type Stream } from "./markers";
 import { maskId, redactText, redactValue } from "./redact";
 import { useTheme } from "./theme";
 
-/** How a card's verdict reads: fine, worth a look, in flight, or not yet run. */
-export type Tone = "ok" | "warn" | "running" | "pending";
+/** How a card's verdict reads: fine, worth a look, in flight, waiting for a person, or not yet run. */
+export type Tone = "ok" | "warn" | "running" | "waiting" | "pending";
 
 /** A function call as the console hands it to a renderer (the fields cards read). */
 export interface CallMessage {
@@ -288,10 +288,12 @@ async function copyText(value: string): Promise<void> {
 }
 
 /**
- * A runtime_id: shown truncated; the full value leaves only on an explicit
- * click, to the clipboard. It is never put in the DOM (no attribute, no text).
+ * A runtime_id (or, with `kind="call"`, a suspended run's call_id): shown
+ * truncated; the full value leaves only on an explicit click, to the
+ * clipboard. It is never put in the DOM (no attribute, no text).
  */
-export function RuntimeChip(props: { id: string }) {
+export function RuntimeChip(props: { id: string; kind?: "runtime" | "call" }) {
+  const kind = props.kind ?? "runtime";
   const [state, setState] = useState<"idle" | "copied" | "failed">("idle");
   useEffect(() => {
     if (state === "idle") return;
@@ -310,8 +312,8 @@ export function RuntimeChip(props: { id: string }) {
       type="button"
       className="cr-chip"
       onClick={copy}
-      title="runtime_id is a secret: click to copy the full id"
-      aria-label={`runtime ${shown}: copy the full id`}
+      title={`${kind}_id is a secret: click to copy the full id`}
+      aria-label={`${kind} ${shown}: copy the full id`}
     >
       <span className="cr-chip-id">{shown}</span>
       <span className="cr-chip-act" data-cr-state={state}>

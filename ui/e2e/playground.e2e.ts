@@ -7,7 +7,7 @@
 //   CODE_RUNNER_BIN=…  CHROMIUM=…  override the two paths.
 
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chromium, type BrowserContext, type Locator, type Page } from "playwright-core";
@@ -19,6 +19,10 @@ const browserPath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const artifacts = join(__dirname, "artifacts");
 /** Any full runtime id, as the worker mints them. */
 const FULL_ID = /rt_[A-Za-z0-9]{32}/;
+/** Any full call id of a suspended run, as the worker mints them. */
+const FULL_CALL_ID = /call_[A-Za-z0-9]{24}/;
+/** The server's configuration: every billing::* call a guest makes waits for approval. */
+const CONFIG = 'approval_required: ["billing::*"]\n';
 /** Generous: a cold python boot on a busy 2-core machine. */
 const ANSWER_MS = 90_000;
 
@@ -32,10 +36,14 @@ const pageErrors: string[] = [];
 const foreignRequests: string[] = [];
 /** Every runtime_id the server handed the page, read off the wire. */
 const seenIds = new Set<string>();
+/** Every call_id of a suspended run the server handed the page. */
+const seenCallIds = new Set<string>();
 
 function startServer(): Promise<string> {
   return new Promise((resolveUrl, reject) => {
-    const child = spawn(binary, ["serve", "--listen", "127.0.0.1:0", "--data-dir", join(temp, "data")], {
+    const config = join(temp, "code-runner.yaml");
+    writeFileSync(config, CONFIG);
+    const child = spawn(binary, ["serve", "--listen", "127.0.0.1:0", "--data-dir", join(temp, "data"), "--config", config], {
       env: { ...process.env, CODE_RUNNER_LOG: "info" },
     });
     server = child;
@@ -73,6 +81,12 @@ async function assertNoFullIdInPage() {
   const markup = await page.evaluate(() => document.documentElement.outerHTML);
   expect(text).not.toMatch(FULL_ID);
   expect(markup).not.toMatch(FULL_ID);
+  expect(text).not.toMatch(FULL_CALL_ID);
+  expect(markup).not.toMatch(FULL_CALL_ID);
+  for (const id of seenCallIds) {
+    expect(text).not.toContain(id.slice(9));
+    expect(markup).not.toContain(id.slice(9));
+  }
   for (const id of seenIds) {
     expect(text).not.toContain(id.slice(7));
     expect(markup).not.toContain(id.slice(7));
@@ -116,6 +130,7 @@ beforeAll(async () => {
     if (!response.url().includes("/v1/call/")) return;
     const body = await response.text().catch(() => "");
     for (const match of body.matchAll(new RegExp(FULL_ID.source, "g"))) seenIds.add(match[0]);
+    for (const match of body.matchAll(new RegExp(FULL_CALL_ID.source, "g"))) seenCallIds.add(match[0]);
   });
   await page.goto(`${baseUrl}/`);
   await page.getByRole("button", { name: "Run", exact: true }).waitFor();
@@ -318,6 +333,65 @@ describe("the playground on a real code-runner serve", () => {
     const teardown = await newestAnswer();
     expect(await teardown.locator(".cr-ids").innerText()).toContain("playground::greet");
     await page.getByRole("tab", { name: "Run code" }).click();
+  });
+
+  /// Approvals: a guest's call of billing::charge (approval_required in the server's configuration)
+  /// suspends the run; the card waits, naming the call; Deny with a reason fails the guest's call
+  /// with it, Approve lets it reach the handler. Neither id is ever in the page in full.
+  it("suspends a run on a call that needs approval, then denies and approves it", async () => {
+    const registered = await fetch(`${baseUrl}/v1/call/code-runner::register_function`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ function_id: "billing::charge", lang: "python", source: "def handler(payload):\n    return f\"charged {payload['amount']}\"\n" }),
+    });
+    expect(await registered.json()).toEqual({ function_id: "billing::charge", registered: true });
+    const code =
+      "print('asking')\ntry:\n    r = iii.fn.billing.charge(amount=5)\nexcept IIIError as e:\n    r = ['denied', e.message]\nresult = r";
+    await writeCode(code);
+
+    for (const approve of [false, true]) {
+      const before = seenCallIds.size;
+      await page.getByRole("button", { name: "Run", exact: true }).click();
+      const waiting = await newestAnswer();
+      expect(await waiting.locator(".cr-verdict").getAttribute("data-cr-tone")).toBe("waiting");
+      expect(await waiting.locator(".cr-verdict").innerText()).toMatch(/^waiting for approval/);
+      expect(await waiting.locator(".cr-waiting-fn").innerText()).toBe("billing::charge");
+      expect(JSON.parse(await waiting.locator(".cr-section", { hasText: "waiting for approval" }).locator(".cr-value").innerText())).toEqual({ amount: 5 });
+      expect(await waiting.locator('.cr-term[data-cr-stream="stdout"]').innerText()).toBe("asking\n");
+      expect(seenCallIds.size).toBe(before + 1);
+      expect(await waiting.locator(".cr-chip-id").allInnerTexts()).toEqual(
+        expect.arrayContaining([expect.stringMatching(/^rt_[A-Za-z0-9]{4}…$/), expect.stringMatching(/^call_[A-Za-z0-9]{4}…$/)]),
+      );
+      await assertNoFullIdInPage();
+
+      const panel = page.locator(".pg-feed .pg-entry").first().getByRole("group", { name: "approval" });
+      expect(await panel.innerText()).toContain("billing::charge waits for your approval");
+      if (!approve) {
+        await panel.getByLabel("reason (optional)").fill("too much for a test");
+        mkdirSync(artifacts, { recursive: true });
+        const shot = join(artifacts, "playground-approval.png");
+        await page.locator(".pg-feed .pg-entry").first().screenshot({ path: shot });
+        console.log(`screenshot (approval): ${shot}`);
+      }
+      await panel.getByRole("button", { name: approve ? "Approve" : "Deny" }).click();
+      const resumed = await newestAnswer();
+      expect(await resumed.locator(".cr-op").innerText()).toBe("resume");
+      expect(await resumed.locator(".cr-verdict").innerText()).toMatch(/^exit 0/);
+      const value = await resumed.locator(".cr-value").innerText();
+      if (approve) {
+        // A string result is shown as its text.
+        expect(value.trim()).toBe("charged 5");
+      } else {
+        expect(JSON.parse(value)).toEqual(["denied", expect.stringContaining("too much for a test")]);
+        expect(await resumed.locator(".cr-reason").innerText()).toBe("reason: too much for a test");
+      }
+      // The suspended entry says what was decided and offers the buttons no more.
+      const decided = page.locator(".pg-feed .pg-entry").nth(1).locator(".pg-approval");
+      expect(await decided.innerText()).toMatch(approve ? /^approved: billing::charge/ : /^denied: billing::charge/);
+      expect(await decided.getByRole("button").count()).toBe(0);
+      await assertNoFullIdInPage();
+    }
+    await writeCode("result = 1");
   });
 
   /// The page works offline by construction: it asked nothing of any other origin and raised no script error.

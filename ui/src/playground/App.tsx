@@ -1,6 +1,7 @@
 // The playground served at GET /: write code, run it one-shot or kept, register
 // a function and call it. Every answer is drawn by the console's own renderers;
 // only failed calls and calls to registered functions get the playground's cards.
+// A run that answers `suspended` gets Approve / Deny under its card (Approval.tsx).
 
 import { useEffect, useState } from "react";
 import { renderCall } from "../function-trigger-message";
@@ -9,12 +10,14 @@ import { Card, Fact, RuntimeChip, Section, ValueView, formatDuration, text, type
 import { redactText } from "../lib/redact";
 import { useTheme } from "../lib/theme";
 import { call, callStreaming, health, type LiveOutput } from "./api";
+import { Approval, type ResumeInput } from "./Approval";
 import { Attach, filesAndCollect, type Attached } from "./Attach";
 import { Editor } from "./Editor";
 
 const RUN = "code-runner::run";
 const REGISTER = "code-runner::register_function";
 const TEARDOWN = "code-runner::teardown";
+const RESUME = "code-runner::resume";
 
 /** How many answers the feed keeps. */
 const MAX_FEED = 40;
@@ -36,6 +39,8 @@ interface Entry {
   message: CallMessage;
   /** A run's output while it runs, from its event stream. */
   live?: LiveOutput;
+  /** A suspended answer's decision, once made here. */
+  decided?: "approved" | "denied";
 }
 
 interface Kept {
@@ -88,7 +93,7 @@ function LiveView(props: { live: LiveOutput }) {
   );
 }
 
-function EntryView(props: { entry: Entry }) {
+function EntryView(props: { entry: Entry; onResume(entry: Entry, input: ResumeInput): void }) {
   const { message, live } = props.entry;
   const phase = message.running ? "running" : "done";
   const failed = !message.running && message.output !== null && typeof message.output === "object" && "error" in message.output;
@@ -98,6 +103,9 @@ function EntryView(props: { entry: Entry }) {
       <>
         {card}
         {message.running && live && <LiveView live={live} />}
+        {!message.running && !failed && (
+          <Approval output={message.output} decided={props.entry.decided} onDecide={(input) => props.onResume(props.entry, input)} />
+        )}
       </>
     );
   if (failed) return <ErrorCard message={message} />;
@@ -198,6 +206,13 @@ export function App() {
     if (!answer.ok && typeof mode === "object" && (answer.error.code === "code-runner::expired" || answer.error.code === "code-runner::runtime_not_found")) {
       setKept((list) => list.filter((item) => item.id !== mode.id));
     }
+  };
+
+  /** Decides a suspended answer: code-runner::resume, whose answer shows as a run's. */
+  const resume = async (entry: Entry, input: ResumeInput) => {
+    const decided = input.approve ? "approved" : "denied";
+    setFeed((entries) => entries.map((item) => (item.key === entry.key ? { ...item, decided } : item)));
+    await send(RESUME, input);
   };
 
   const tearDown = async (runtime: Kept) => {
@@ -348,7 +363,7 @@ export function App() {
           ) : (
             feed.map((entry) => (
               <div className="pg-entry" key={entry.key}>
-                <EntryView entry={entry} />
+                <EntryView entry={entry} onResume={resume} />
               </div>
             ))
           )}

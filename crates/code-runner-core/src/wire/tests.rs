@@ -75,6 +75,7 @@ fn schemas_match_the_contract() {
                 ("stderr", json!("string")),
                 ("stdout", json!("string")),
                 ("success", json!("boolean")),
+                ("suspended", Value::Null),
                 ("usage", Value::Null),
             ]),
             [
@@ -151,6 +152,7 @@ fn register_schemas_match_the_contract() {
                 ("function_id", json!("string")),
                 ("lang", Value::Null),
                 ("request_format", Value::Null),
+                ("requires_approval", json!("boolean")),
                 ("response_format", Value::Null),
                 ("source", json!("string")),
             ]),

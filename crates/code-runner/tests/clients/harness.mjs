@@ -13,10 +13,13 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 export const BIN = process.env.CODE_RUNNER_BIN;
 if (!BIN) throw new Error("set CODE_RUNNER_BIN to the code-runner binary (scripts/test does)");
 
-/** A client connected over `transport` ("stdio" or "http"); `close()` ends both sides. */
-export async function connect(transport) {
+/**
+ * A client connected over `transport` ("stdio" or "http"), declaring
+ * `capabilities` (e.g. `{ elicitation: {} }`); `close()` ends both sides.
+ */
+export async function connect(transport, capabilities = {}) {
   const dataDir = mkdtempSync(join(tmpdir(), "code-runner-mcp-"));
-  const client = new Client({ name: "code-runner-tests", version: "1.0.0" });
+  const client = new Client({ name: "code-runner-tests", version: "1.0.0" }, { capabilities });
   let server;
   let url;
   if (transport === "stdio") {

@@ -14,6 +14,7 @@
 //! it wakes only when the bus's listing changes, and the listing it compares
 //! is built once per change for every follower ([`crate::bus::Bus::listing`]).
 
+mod approve;
 mod clean;
 mod content;
 mod follow;
@@ -27,6 +28,7 @@ pub use follow::followers;
 pub use gate::service;
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use code_runner_core::AbortSignal;
 use rmcp::model::{
@@ -42,7 +44,7 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
-use crate::bus::names::RUN;
+use crate::bus::names::{RESUME, RUN};
 use crate::edge::api::Api;
 
 /// One MCP session's server over the worker's facade.
@@ -170,20 +172,31 @@ impl<A: Api> ServerHandler for McpServer<A> {
         let (live, chunks) = crate::edge::live::tap();
         let (done, finished) = tokio::sync::oneshot::channel();
         let forwarding = tokio::spawn(output::forward(chunks, outlet, finished));
-        let call = self.api.call_live(&id, payload, cancel.clone(), Some(live));
-        tokio::pin!(call);
-        let answer = tokio::select! {
-            answer = &mut call => answer,
-            () = context.ct.cancelled() => {
-                cancel.abort();
-                call.await
+        let mut answer = self
+            .call_to_end(&id, payload, &cancel, &live, &context)
+            .await;
+        // A run suspended on a call that waits for a person: asked through
+        // the client (elicitation) when it can, then resumed here.
+        if id == RUN || id == RESUME {
+            let wait = Duration::from_secs(self.api.config().idle_ttl_secs);
+            while let Ok(value) = &answer {
+                let asked = tokio::select! {
+                    asked = approve::ask(&context.peer, value, wait) => asked,
+                    () = context.ct.cancelled() => None,
+                };
+                let Some(resume) = asked else {
+                    break;
+                };
+                answer = self
+                    .call_to_end(RESUME, resume, &cancel, &live, &context)
+                    .await;
             }
-        };
+        }
         // The last output goes before the answer.
         let _ = done.send(());
         let _ = forwarding.await;
         if let Ok(value) = &answer
-            && id == RUN
+            && (id == RUN || id == RESUME)
         {
             self.own.remember(&self.api, value);
         }
@@ -201,5 +214,30 @@ impl<A: Api> ServerHandler for McpServer<A> {
             ))]),
         }
         .into())
+    }
+}
+
+impl<A: Api> McpServer<A> {
+    /// Calls `id` with live output to `live`, stopped (`cancel`) when the
+    /// client cancels the request, and waits for its answer.
+    async fn call_to_end(
+        &self,
+        id: &str,
+        payload: Value,
+        cancel: &AbortSignal,
+        live: &code_runner_core::LiveOutput,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, crate::bus::CallError> {
+        let call = self
+            .api
+            .call_live(id, payload, cancel.clone(), Some(live.clone()));
+        tokio::pin!(call);
+        tokio::select! {
+            answer = &mut call => answer,
+            () = context.ct.cancelled() => {
+                cancel.abort();
+                call.await
+            }
+        }
     }
 }

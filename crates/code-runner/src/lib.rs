@@ -1,16 +1,20 @@
 //! The code-runner worker: runs untrusted code in-process behind a small bus.
 //!
-//! - [`Worker`]: configuration, engines, the runtime [`registry`] and the [`bus`].
-//! - [`functions`]: `code-runner::run`, `code-runner::teardown`, `engine::functions::info`;
-//!   `register`: `code-runner::register_function` and the published functions it serves.
-//! - `guest`: the guest's `iii` global; [`bridge`]: the bus functions guest code may not reach;
-//!   [`namespaces`]: the naming rule; [`lineage`]: who started which runtime.
-//! - [`configuration`]: `configuration::get`/`set` and `code-runner::on-config-change`
-//!   over the live settings (the store, the file watch, the reload tiers);
-//!   [`guidance`]: the `code-runner::inject-guidance` hook.
-//! - [`http`]: the HTTP API and its edge rules; [`cli`]: `serve` and `call`;
-//!   [`logging`]: the process log; [`iii`]: the iii engine link.
-//! - [`ui`]: the console cards (`code-runner::ui-content`) and the playground at `GET /`.
+//! - [`Worker`] (`worker`): the composition root; it builds every part and
+//!   registers the operations on the bus. No part knows it.
+//! - `edge`: the surfaces: [`http`] (the HTTP API and its edge rules), [`mcp`]
+//!   (stdio and streamable HTTP), [`iii`] (the iii engine link), `ui` (the console
+//!   cards and the playground), [`logging`]; [`cli`]: `serve`, `mcp`, `run`, `call`.
+//! - `ops`: one module per bus function (`run`, `resume`, `teardown`, `register`,
+//!   `describe`, `configuration`, `guidance`, `info`) and what they share: `guest`
+//!   (the guest's `iii`), `invoke` and `namespaces` (published functions), `egress`,
+//!   `files`, `approvals`, `retire`, `tenancy`.
+//! - `bus`: the in-process bus, its `bridge` (what guest code may call), `catalog`
+//!   (published functions), `naming` and the [`names`] of the functions.
+//! - `runtimes`: engines, the warm pool, the `registry` of kept runtimes, `lineage`
+//!   (who started which runtime), `bounded` turns, process `isolation`.
+//! - `settings`: the live configuration (the store, the file watch, the reload tiers).
+//! - `ids`: runtime ids, which are capabilities.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {

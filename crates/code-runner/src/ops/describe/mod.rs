@@ -292,6 +292,7 @@ fn answer(
     let mut functions = Vec::new();
     let mut taken = BTreeSet::new();
     let mut classes = String::new();
+    let mut namespaces = BTreeSet::new();
     let mut total = 0;
     let mut omitted = 0;
     for (callable, entry) in chosen.iter().zip(&entries) {
@@ -308,12 +309,15 @@ fn answer(
             give_back(&mut taken, own.1);
             (text, own) = render(request.lang, entry, &Ty::Unknown, &Ty::Unknown, &mut taken);
         }
-        if total + text.len() + own.0.len() > MAX_DECLARATIONS_BYTES {
+        let (named, new) = naming(request.lang, entry, &namespaces);
+        let cost = text.len() + own.0.len() + named;
+        if total + cost > MAX_DECLARATIONS_BYTES {
             give_back(&mut taken, own.1);
             omitted += 1;
             continue;
         }
-        total += text.len() + own.0.len();
+        namespaces.extend(new);
+        total += cost;
         classes.push_str(&own.0);
         rendered.push((entry, text));
         functions.push(Described {
@@ -355,8 +359,66 @@ fn render(
     }
 }
 
+/// At least the bytes of the lines that name `entry` beside its own text
+/// (python: its protocol's header and its namespace's attribute), and of
+/// each namespace it opens that `seen` lacks (its class or block, and its
+/// parent's attribute); with those namespaces.
+fn naming(lang: DescribeLang, entry: &Entry, seen: &BTreeSet<String>) -> (usize, Vec<String>) {
+    let mut bytes = match lang {
+        DescribeLang::Typescript => 0,
+        DescribeLang::Python => 3 * entry.id.len() + 40,
+    };
+    let mut new: Vec<String> = Vec::new();
+    for depth in 1..entry.parts.len() {
+        let prefix = entry.parts[..depth].join(".");
+        if !seen.contains(&prefix) && !new.contains(&prefix) {
+            bytes += 3 * prefix.len() + 40;
+            new.push(prefix);
+        }
+    }
+    (bytes, new)
+}
+
 fn give_back(taken: &mut BTreeSet<String>, names: Vec<String>) {
     for name in names {
         taken.remove(&name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Thousands of functions, each in a namespace of its own with a long
+    /// id: the answer, namespaces and python's protocols included, stays
+    /// within the bound (plus the header); the rest are counted.
+    #[test]
+    fn the_answer_stays_within_its_bound_in_both_languages() {
+        let schema = Arc::new(serde_json::json!({"type": "object",
+            "properties": {"n": {"type": "integer"}}}));
+        let chosen: Vec<Callable> = (0..4000)
+            .map(|i| Callable {
+                id: format!("{}{i}::{}::f", "n".repeat(60), "m".repeat(60)),
+                description: None,
+                request: Arc::clone(&schema),
+                response: Arc::clone(&schema),
+                remote: false,
+            })
+            .collect();
+        for lang in [DescribeLang::Typescript, DescribeLang::Python] {
+            let request = DescribeRequest {
+                lang,
+                query: None,
+                function_ids: None,
+            };
+            let answer = answer(&request, &chosen, BTreeMap::new());
+            assert!(answer.omitted > 0, "{lang:?}");
+            assert_eq!(answer.functions.len() + answer.omitted, chosen.len());
+            let len = answer.declarations.len();
+            assert!(
+                len <= MAX_DECLARATIONS_BYTES + py::HEADER.len() + 64,
+                "{lang:?}: {len}"
+            );
+        }
     }
 }

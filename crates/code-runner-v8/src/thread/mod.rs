@@ -189,6 +189,16 @@ impl Engine {
                 self.handle_stop();
                 return Poll::Pending;
             }
+            if self.turns.iter().any(|t| t.clock.stood() != t.armed_stood) {
+                // A turn's clock ran again after standing still: its
+                // deadline moved, and the watchdog hears of it before any
+                // of the turn's JavaScript runs again (the call that waited
+                // resolves in the poll below).
+                for turn in &mut self.turns {
+                    turn.armed_stood = turn.clock.stood();
+                }
+                self.rearm();
+            }
             if let Some(isolate) = self.isolate.as_mut() {
                 let polled = {
                     let _js = self.boot.watch.enter();
@@ -208,14 +218,6 @@ impl Engine {
             if self.turns.len() != before {
                 continue;
             }
-            if self.turns.iter().any(|t| t.clock.stood() != t.armed_stood) {
-                // A turn's clock ran again after standing still: its
-                // deadline moved, and the watchdog hears of it.
-                for turn in &mut self.turns {
-                    turn.armed_stood = turn.clock.stood();
-                }
-                self.rearm();
-            }
             let Some(earliest) = self
                 .turns
                 .iter()
@@ -226,14 +228,12 @@ impl Engine {
                 if self.turns.is_empty() {
                     continue;
                 }
-                // Every turn waits for a person: look again within a tick.
-                let wake = Instant::now() + TICK;
-                let sleep =
-                    tick.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(wake.into())));
-                sleep.as_mut().reset(wake.into());
-                if sleep.as_mut().poll(cx).is_ready() {
-                    continue;
-                }
+                // Every turn waits for a person: nothing is due until a
+                // call resolves (its op wakes this thread; an abort ends
+                // the wait, which resolves it too). No tick polls the idle
+                // isolate meanwhile: the watchdog, still armed with the
+                // deadline as it was, would take a poll past it for
+                // JavaScript running late.
                 return Poll::Pending;
             };
             let wake = earliest.min(Instant::now() + TICK);

@@ -282,6 +282,13 @@ impl Bus {
         self.read().get(id).cloned()
     }
 
+    /// Whether function `id`'s metadata has `key: true`, read in place.
+    pub fn has_flag(&self, id: &str, key: &str) -> bool {
+        self.read()
+            .get(id)
+            .is_some_and(|function| function.metadata.get(key) == Some(&Value::Bool(true)))
+    }
+
     /// A receiver that wakes on every change of the listing.
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes.subscribe()

@@ -59,10 +59,11 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
         None => (new_runtime_id(ops.worker_name()), false),
     };
     let (gate, calls) = approvals::gate();
+    let config = ops.config();
     let progress = ops
         .suspensions
-        .possible(&ops.config())
-        .then(|| Progress::new(ops.config().output_caps().max_stream_bytes));
+        .possible(&config)
+        .then(|| Progress::new(config.output_caps().max_stream_bytes));
     let task = tokio::spawn(execute(
         ops.clone(),
         request,

@@ -85,9 +85,7 @@ pub(crate) fn gate() -> (Arc<Gate>, mpsc::Receiver<Pending>) {
 /// Whether guest code's call of `function_id` waits for a person.
 pub(crate) fn needs_approval(approval_required: &[String], bus: &Bus, function_id: &str) -> bool {
     guest_policy::approval_required(approval_required, function_id)
-        || bus.get(function_id).is_some_and(|function| {
-            function.metadata.get("requires_approval") == Some(&Value::Bool(true))
-        })
+        || bus.has_flag(function_id, "requires_approval")
 }
 
 /// A new call id: not guessable, so only who saw the suspension resumes it.

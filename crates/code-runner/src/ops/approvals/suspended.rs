@@ -36,10 +36,13 @@ pub(crate) struct Job {
     pub started: Instant,
 }
 
-/// A suspended run and the call it waits on.
+/// A suspended run, the call it waits on, and the timer that ends it at
+/// the idle TTL (stopped when a resume takes it, so a client suspending and
+/// resuming fast leaves no timers behind).
 pub(crate) struct Suspended {
     pub job: Job,
     pub call: Pending,
+    reaper: tokio::task::AbortHandle,
 }
 
 /// The suspended runs, by runtime id. Each holds its runtime's slot, so
@@ -100,7 +103,9 @@ impl Suspensions {
                 redact(id)
             ))));
         }
-        runs.remove(id).map(Ok)
+        let suspended = runs.remove(id)?;
+        suspended.reaper.abort();
+        Some(Ok(suspended))
     }
 
     /// Removes what is suspended under `id`, whatever the call.
@@ -184,24 +189,26 @@ pub(crate) async fn answer(ops: &Arc<Ops>, mut job: Job) -> Result<Value, CallEr
     };
     let (id, call_id, scope) = (job.id.clone(), call.call_id.clone(), call.scope.clone());
     tracing::debug!(runtime = %redact(&id), function = %call.function_id, "a run is suspended on a call that waits for approval");
-    ops.suspensions
-        .lock()
-        .insert(id.clone(), Suspended { job, call });
-    reap_after(
-        ops,
-        Duration::from_secs(ops.config().idle_ttl_secs),
-        id,
-        call_id,
-        scope,
-    );
+    let ttl = Duration::from_secs(ops.config().idle_ttl_secs);
+    // Filed under the lock the reaper takes, so it cannot look before.
+    let mut runs = ops.suspensions.lock();
+    let reaper = reap_after(ops, ttl, id.clone(), call_id, scope);
+    runs.insert(id, Suspended { job, call, reaper });
+    drop(runs);
     Ok(serde_json::to_value(response).unwrap_or(Value::Null))
 }
 
 /// Ends the run suspended under `id` on `call_id` if it still is after
 /// `ttl`: its turn is stopped (the guest's call fails), its runtime closed.
-fn reap_after(ops: &Arc<Ops>, ttl: Duration, id: String, call_id: String, scope: AbortSignal) {
+fn reap_after(
+    ops: &Arc<Ops>,
+    ttl: Duration,
+    id: String,
+    call_id: String,
+    scope: AbortSignal,
+) -> tokio::task::AbortHandle {
     let weak = Arc::downgrade(ops);
-    tokio::spawn(async move {
+    let reaper = tokio::spawn(async move {
         tokio::time::sleep(ttl).await;
         let Some(ops) = weak.upgrade() else {
             return;
@@ -215,6 +222,7 @@ fn reap_after(ops: &Arc<Ops>, ttl: Duration, id: String, call_id: String, scope:
         let _ = suspended.job.task.await;
         ended(&ops, &id, suspended.job.existing).await;
     });
+    reaper.abort_handle()
 }
 
 /// A suspended run was reaped: its runtime goes, and its id answers

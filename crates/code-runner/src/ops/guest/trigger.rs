@@ -78,9 +78,10 @@ pub(super) async fn dispatch(
     request: TriggerRequest,
     call: BindingCall,
 ) -> Result<Value, BindingError> {
+    let config = ops.config();
     bridge::admit(
         &ops.guest_triggers,
-        &ops.config().guest_trigger_types,
+        &config.guest_trigger_types,
         ctx.root,
         &request.function_id,
         &request.payload,
@@ -96,11 +97,7 @@ pub(super) async fn dispatch(
         ))));
     }
     let mut call = call;
-    if approvals::needs_approval(
-        &ops.config().approval_required,
-        &ops.bus,
-        &request.function_id,
-    ) {
+    if approvals::needs_approval(&config.approval_required, &ops.bus, &request.function_id) {
         if request.action.is_some() {
             return Err(binding_error(RunnerError::invalid(format!(
                 "iii.trigger({}): the function waits for a person's approval; call it without an action",
@@ -141,7 +138,7 @@ pub(super) async fn dispatch(
         let asked = map
             .get("timeout_ms")
             .and_then(Value::as_u64)
-            .unwrap_or(ops.config().default_timeout_ms);
+            .unwrap_or(config.default_timeout_ms);
         let clamped = asked
             .min(u64::try_from(budget.as_millis()).unwrap_or(u64::MAX))
             .max(1);

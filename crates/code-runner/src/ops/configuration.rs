@@ -18,6 +18,7 @@ use crate::bus::names::{CONFIG_ID, CONFIGURATION_GET, CONFIGURATION_SET, ON_CONF
 use crate::bus::payload::parse;
 use crate::bus::{CallError, Function};
 use crate::ops::{Ops, handler};
+use crate::settings::Settings;
 
 /// `configuration::get`'s payload.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -126,21 +127,21 @@ fn check_id(id: &str) -> Result<(), RunnerError> {
     )))
 }
 
-async fn get(ops: Arc<Ops>, payload: Value) -> Result<Value, CallError> {
+async fn get(settings: Arc<Settings>, payload: Value) -> Result<Value, CallError> {
     let request: GetRequest = parse(payload)?;
     check_id(&request.id)?;
     let response = GetResponse {
         id: request.id,
-        value: ops.settings.stored(),
-        pending_restart: ops.settings.pending_restart(),
+        value: settings.stored(),
+        pending_restart: settings.pending_restart(),
     };
     Ok(serde_json::to_value(response).unwrap_or(Value::Null))
 }
 
-async fn set(ops: Arc<Ops>, payload: Value) -> Result<Value, CallError> {
+async fn set(settings: Arc<Settings>, payload: Value) -> Result<Value, CallError> {
     let request: SetRequest = parse(payload)?;
     check_id(&request.id)?;
-    let (old_value, new_value, applied) = ops.settings.set(&request.value).await?;
+    let (old_value, new_value, applied) = settings.set(&request.value).await?;
     let response = SetResponse {
         old_value,
         new_value,
@@ -151,7 +152,7 @@ async fn set(ops: Arc<Ops>, payload: Value) -> Result<Value, CallError> {
 }
 
 /// Never reads its payload: an event's copy of the value could be stale or forged.
-async fn on_config_change(ops: Arc<Ops>, _payload: Value) -> Result<Value, CallError> {
-    ops.settings.reload().await?;
+async fn on_config_change(settings: Arc<Settings>, _payload: Value) -> Result<Value, CallError> {
+    settings.reload().await?;
     Ok(serde_json::to_value(OnConfigChangeResponse { ok: true }).unwrap_or(Value::Null))
 }

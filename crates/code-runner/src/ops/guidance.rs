@@ -20,6 +20,8 @@ use crate::bus::Function;
 use crate::bus::names::INJECT_GUIDANCE;
 use crate::ops::egress::EgressState;
 use crate::ops::{Ops, handler};
+use crate::runtimes::engines::Engines;
+use crate::settings::Settings;
 
 /// The guidance, with `{key}` placeholders for configuration values.
 const TEMPLATE: &str = include_str!("guidance.md");
@@ -77,9 +79,9 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
             "Internal pre_generate hook: appends code-runner's usage guidance (run, keep, register, teardown, output caps) to an agent's system prompt, once. Bound to the harness's pre-generate hook, not called directly. inject_guidance: false in the code-runner configuration turns it into a no-op.",
             schema_of::<PreGenerateEvent>(),
             schema_of::<PreGenerateResponse>(),
-            handler(ops, |ops, payload| async move {
-                let data_stack = ops.engines.python_has_data_stack();
-                Ok(hook(&ops.config(), data_stack, payload))
+            handler(ops, |(settings, engines): (Arc<Settings>, Arc<Engines>), payload| async move {
+                let data_stack = engines.python_has_data_stack();
+                Ok(hook(&settings.in_force(), data_stack, payload))
             }),
         )
         .internal(),

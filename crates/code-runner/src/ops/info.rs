@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::bus::names::FUNCTIONS_INFO;
 use crate::bus::payload::parse;
-use crate::bus::{CallError, Function};
+use crate::bus::{Bus, CallError, Function};
 use crate::ops::{Ops, handler};
 
 /// `engine::functions::info`, for the composition root.
@@ -27,10 +27,10 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
 /// `engine::functions::info`: at most [`code_runner_core::wire::MAX_INFO_IDS`]
 /// ids (refused while parsing), each distinct id described once, the answer
 /// built off the async workers.
-pub(crate) async fn info(ops: Arc<Ops>, payload: Value) -> Result<Value, CallError> {
+pub(crate) async fn info(bus: Arc<Bus>, payload: Value) -> Result<Value, CallError> {
     let request: FunctionsInfoRequest = parse(payload)?;
     tokio::task::spawn_blocking(move || {
-        serde_json::to_value(ops.bus.info(&request.function_ids)).unwrap_or(Value::Null)
+        serde_json::to_value(bus.info(&request.function_ids)).unwrap_or(Value::Null)
     })
     .await
     .map_err(|err| RunnerError::engine(format!("describing functions failed: {err}")).into())

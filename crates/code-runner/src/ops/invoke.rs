@@ -93,7 +93,7 @@ async fn invoke(
             let spec = code_runner_core::TurnSpec {
                 live: None,
                 task,
-                timeout: budget(ops, &caller)?,
+                timeout: budget(&ops.config(), &caller)?,
                 abort: bindings.scope.clone(),
                 bindings: bindings.bindings,
                 max_stream_bytes: caps.max_stream_bytes,
@@ -199,7 +199,7 @@ pub(crate) fn turn_params(
     );
     let config = ops.config();
     Ok(TurnParams {
-        timeout: budget(ops, caller)?,
+        timeout: budget(&ops.config(), caller)?,
         bindings: guest::bindings(Arc::downgrade(ops), context),
         max_stream_bytes: config.output_caps().max_stream_bytes,
     })
@@ -207,8 +207,11 @@ pub(crate) fn turn_params(
 
 /// A published function's turn budget: the default timeout, clamped to
 /// what is left of a calling guest's own budget.
-pub(crate) fn budget(ops: &Ops, caller: &Caller) -> Result<std::time::Duration, RunnerError> {
-    let timeout = ops.config().timeout(None)?;
+pub(crate) fn budget(
+    config: &code_runner_core::Config,
+    caller: &Caller,
+) -> Result<std::time::Duration, RunnerError> {
+    let timeout = config.timeout(None)?;
     Ok(match caller.time_left() {
         Some(left) => timeout.min(left).max(std::time::Duration::from_millis(1)),
         None => timeout,

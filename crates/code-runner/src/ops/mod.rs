@@ -43,16 +43,16 @@ use namespaces::NamespaceRuntimes;
 pub(crate) struct Ops {
     pub(crate) settings: Arc<Settings>,
     pub(crate) registry: Registry,
-    pub(crate) bus: Bus,
+    pub(crate) bus: Arc<Bus>,
     pub(crate) lineage: Lineage,
     pub(crate) published: Catalog,
     /// Trigger bindings guest code registered, by lineage.
     pub(crate) guest_triggers: GuestTriggers,
     pub(crate) namespaces: NamespaceRuntimes,
     pub(crate) runtimes_dir: PathBuf,
-    pub(crate) engines: Engines,
+    pub(crate) engines: Arc<Engines>,
     /// Where calls of ids this bus does not hold go, once the worker joined an iii engine.
-    pub(crate) outbound: OnceLock<Arc<dyn Outbound>>,
+    pub(crate) outbound: Arc<OnceLock<Arc<dyn Outbound>>>,
     /// Guest requests through the host (`iii.fetch`), under the live policy.
     pub(crate) egress: Arc<egress::EgressState>,
     /// Runs suspended on a call that waits for a person.
@@ -65,14 +65,14 @@ impl Ops {
         Ops {
             settings,
             registry: Registry::default(),
-            bus: Bus::default(),
+            bus: Arc::default(),
             lineage: Lineage::default(),
             published: Catalog::default(),
             guest_triggers: GuestTriggers::default(),
             namespaces: NamespaceRuntimes::default(),
             runtimes_dir,
-            engines,
-            outbound: OnceLock::new(),
+            engines: Arc::new(engines),
+            outbound: Arc::default(),
             egress: Arc::default(),
             suspensions: approvals::Suspensions::default(),
         }
@@ -138,20 +138,80 @@ pub(crate) fn functions(ops: &Arc<Ops>) -> Vec<(&'static str, Function)> {
     all
 }
 
-/// A bus handler over the operations that holds them only weakly, so the
-/// bus never keeps the worker alive.
-pub(crate) fn handler<F, Fut>(ops: &Arc<Ops>, f: F) -> Handler
+/// A part of [`Ops`] an operation asks for instead of the whole, as axum's
+/// handlers take a substate (`FromRef`): `configuration` sees only the
+/// settings, `info` only the bus. What takes all of [`Ops`] (`run`,
+/// `register`, `resume`, `teardown`) reaches every part: the runtimes, their
+/// lineage, the bus, the namespaces.
+pub(crate) trait Slice: Send + 'static {
+    /// This slice of `ops`.
+    fn of(ops: &Arc<Ops>) -> Self;
+}
+
+impl Slice for Arc<Ops> {
+    fn of(ops: &Arc<Ops>) -> Self {
+        ops.clone()
+    }
+}
+
+impl Slice for Arc<Settings> {
+    fn of(ops: &Arc<Ops>) -> Self {
+        ops.settings.clone()
+    }
+}
+
+impl Slice for Arc<Bus> {
+    fn of(ops: &Arc<Ops>) -> Self {
+        ops.bus.clone()
+    }
+}
+
+impl Slice for Arc<Engines> {
+    fn of(ops: &Arc<Ops>) -> Self {
+        ops.engines.clone()
+    }
+}
+
+impl<A: Slice, B: Slice> Slice for (A, B) {
+    fn of(ops: &Arc<Ops>) -> Self {
+        (A::of(ops), B::of(ops))
+    }
+}
+
+/// What guest code can reach by id: this bus's functions and, once the
+/// worker joined an iii engine, the engine's others (`describe`, `iii.fn`).
+#[derive(Clone)]
+pub(crate) struct Reach {
+    pub(crate) bus: Arc<Bus>,
+    pub(crate) outbound: Arc<OnceLock<Arc<dyn Outbound>>>,
+}
+
+impl Slice for Reach {
+    fn of(ops: &Arc<Ops>) -> Self {
+        Reach {
+            bus: ops.bus.clone(),
+            outbound: ops.outbound.clone(),
+        }
+    }
+}
+
+/// A bus handler over the slice `S` of the operations. The bus holds the
+/// operations only weakly, so it never keeps the worker alive, and a call
+/// holds only its slice.
+pub(crate) fn handler<S, F, Fut>(ops: &Arc<Ops>, f: F) -> Handler
 where
-    F: Fn(Arc<Ops>, Value) -> Fut + Send + Sync + 'static,
+    S: Slice,
+    F: Fn(S, Value) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Value, CallError>> + Send + 'static,
 {
-    handler_as(ops, move |ops, payload, _caller| f(ops, payload))
+    handler_as(ops, move |slice, payload, _caller| f(slice, payload))
 }
 
 /// Like [`handler`], for a function that needs to know its [`Caller`].
-pub(crate) fn handler_as<F, Fut>(ops: &Arc<Ops>, f: F) -> Handler
+pub(crate) fn handler_as<S, F, Fut>(ops: &Arc<Ops>, f: F) -> Handler
 where
-    F: Fn(Arc<Ops>, Value, Caller) -> Fut + Send + Sync + 'static,
+    S: Slice,
+    F: Fn(S, Value, Caller) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Value, CallError>> + Send + 'static,
 {
     let weak: Weak<Ops> = Arc::downgrade(ops);
@@ -159,8 +219,8 @@ where
     Arc::new(move |payload: Value, caller: Caller| {
         let (weak, f) = (weak.clone(), f.clone());
         Box::pin(crate::bus::detached::detached(async move {
-            let ops = weak.upgrade().ok_or_else(shutting_down)?;
-            f(ops, payload, caller).await
+            let slice = S::of(&weak.upgrade().ok_or_else(shutting_down)?);
+            f(slice, payload, caller).await
         }))
     })
 }

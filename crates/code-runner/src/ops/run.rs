@@ -24,6 +24,7 @@ use crate::ops::files::RunFiles;
 use crate::ops::guest::{self, GuestContext};
 use crate::ops::handler_as;
 use crate::ops::retire::{self, Live};
+use crate::runtimes::engines::Engines;
 use crate::runtimes::lineage::Lasting;
 
 /// `code-runner::run`, for the composition root.
@@ -257,7 +258,7 @@ async fn execute(
         let response = settled.answer(outcome, images, elapsed(started), Some(id.clone()));
         ops.registry.keep(id.clone(), lang, key, runtime, dir, slot);
         live.keep();
-        refill_pool(&ops, lang);
+        refill_pool(&ops.engines, lang);
         if ops.lineage.is_orphaned(key) {
             // The runtime whose code started this one ended meanwhile.
             retire::remove_kept(&ops, &id).await.ok();
@@ -273,7 +274,7 @@ async fn execute(
     live.finish().await;
     dir.remove().await;
     drop(slot);
-    refill_pool(&ops, lang);
+    refill_pool(&ops.engines, lang);
     settled.answer(outcome, images, elapsed(started), None)
 }
 
@@ -310,8 +311,8 @@ impl Settle {
 
 /// Boots replacements for pooled runtimes once a run is over, so the boot
 /// does not compete with the run it would slow down.
-fn refill_pool(ops: &Ops, lang: code_runner_core::Lang) {
-    if let Some(pool) = ops.pool(lang) {
+fn refill_pool(engines: &Engines, lang: code_runner_core::Lang) {
+    if let Some(pool) = engines.pool(lang) {
         pool.refill();
     }
 }

@@ -22,8 +22,7 @@ use serde_json::{Value, json};
 
 use crate::bus::names::{CONFIG_ID, ON_CONFIG_CHANGE};
 use crate::edge::iii::{Delivery, IiiLink};
-use crate::ops::Ops;
-use crate::settings::{ConfigFile, ConfigStore, config_schema, parse_value};
+use crate::settings::{ConfigFile, ConfigStore, Settings, config_schema, parse_value};
 
 /// How long a configuration call to the engine may take.
 const CALL: Duration = Duration::from_secs(10);
@@ -151,7 +150,7 @@ fn registration(initial: Option<&Config>) -> Value {
 
 /// Registers the entry (again) and takes the engine's value: run on every
 /// return to `Connected`.
-pub(crate) async fn ensure_entry(link: &Arc<IiiLink>, ops: &Arc<Ops>) {
+pub(crate) async fn ensure_entry(link: &Arc<IiiLink>, settings: &Settings) {
     let existing = link
         .trigger(
             "configuration::get",
@@ -161,7 +160,7 @@ pub(crate) async fn ensure_entry(link: &Arc<IiiLink>, ops: &Arc<Ops>) {
         )
         .await;
     let initial = match &existing {
-        Err(err) if err.code.eq_ignore_ascii_case("NOT_FOUND") => Some(ops.settings.stored()),
+        Err(err) if err.code.eq_ignore_ascii_case("NOT_FOUND") => Some(settings.stored()),
         Err(err) => {
             tracing::warn!(
                 "cannot read the `{CONFIG_ID}` configuration entry from the engine: {}: {}",
@@ -187,7 +186,7 @@ pub(crate) async fn ensure_entry(link: &Arc<IiiLink>, ops: &Arc<Ops>) {
                 "registered the `{CONFIG_ID}` configuration entry on the engine"
             );
             // Apply the engine's value now rather than wait for an event.
-            let _ = ops.settings.reload().await;
+            let _ = settings.reload().await;
         }
         Err(err) => tracing::warn!(
             "the engine refused the `{CONFIG_ID}` configuration entry: {}: {}",

@@ -193,7 +193,7 @@ fn release_function(ops: &Arc<Ops>) -> Function {
             "worker": {"type": "string", "maxLength": 256},
             "tree": {"type": "string", "maxLength": 256}}}),
         json!({"type": "object", "properties": {"released": {"type": "integer"}}}),
-        crate::ops::handler_as(ops, |ops, payload, caller: Caller| async move {
+        crate::ops::handler_as(ops, |ops: Arc<Ops>, payload, caller: Caller| async move {
             if caller.guest.is_some() {
                 return Err(CallError {
                     code: crate::bus::bridge::FORBIDDEN.into(),

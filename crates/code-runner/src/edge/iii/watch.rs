@@ -45,9 +45,11 @@ async fn follow_connection(link: Weak<IiiLink>, ops: Weak<Ops>) {
         let connected = link.connected();
         if connected && !was_connected {
             tracing::info!(worker = %link.worker_name, "connected to the iii engine");
-            let Some(ops) = ops.upgrade() else { return };
+            let Some(settings) = ops.upgrade().map(|ops| ops.settings.clone()) else {
+                return;
+            };
             let link = link.clone();
-            tokio::spawn(async move { config::ensure_entry(&link, &ops).await });
+            tokio::spawn(async move { config::ensure_entry(&link, &settings).await });
         } else if !connected && was_connected {
             tracing::warn!(worker = %link.worker_name, state = link.state(), "lost the iii engine; reconnecting");
         }
@@ -71,7 +73,7 @@ async fn keep_claims(link: Weak<IiiLink>, ops: Weak<Ops>) {
         claim_shared(&link, &ops).await;
         rounds = rounds.wrapping_add(1);
         if rounds.is_multiple_of(10) && !config::entry_has_schema(&link).await {
-            config::ensure_entry(&link, &ops).await;
+            config::ensure_entry(&link, &ops.settings).await;
         }
     }
 }

@@ -28,7 +28,7 @@ use serde_json::Value;
 use crate::bus::names::DESCRIBE;
 use crate::bus::payload::parse;
 use crate::bus::{CallError, Function, bridge};
-use crate::ops::{Ops, handler};
+use crate::ops::{Ops, Reach, handler};
 use schema::Ty;
 pub(crate) use wire::{Clash, DescribeLang, DescribeRequest, DescribeResponse, Described};
 
@@ -75,15 +75,15 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
 }
 
 /// `code-runner::describe`.
-pub(crate) async fn describe(ops: Arc<Ops>, payload: Value) -> Result<Value, CallError> {
+pub(crate) async fn describe(reach: Reach, payload: Value) -> Result<Value, CallError> {
     let request: DescribeRequest = parse(payload)?;
     request.check()?;
-    let mut all = callables(&ops, LIST_TIMEOUT).await;
+    let mut all = callables(&reach, LIST_TIMEOUT).await;
     all.sort_by(|a, b| a.id.cmp(&b.id));
     let clashes = names::clashes(all.iter().map(|c| c.id.as_str()));
     let mut chosen = select(&request, all);
-    with_schemas(&ops, &mut chosen, LIST_TIMEOUT).await;
-    drop(ops);
+    with_schemas(&reach, &mut chosen, LIST_TIMEOUT).await;
+    drop(reach);
     tokio::task::spawn_blocking(move || {
         serde_json::to_value(answer(&request, &chosen, clashes)).unwrap_or(Value::Null)
     })
@@ -93,8 +93,8 @@ pub(crate) async fn describe(ops: Arc<Ops>, payload: Value) -> Result<Value, Cal
 
 /// Every function guest code may call: this bus's, then the engine's others.
 /// Waits at most `wait` for the engine's listing.
-pub(crate) async fn callables(ops: &Ops, wait: Duration) -> Vec<Callable> {
-    let mut all: Vec<Callable> = ops
+pub(crate) async fn callables(reach: &Reach, wait: Duration) -> Vec<Callable> {
+    let mut all: Vec<Callable> = reach
         .bus
         .snapshot()
         .into_iter()
@@ -107,14 +107,14 @@ pub(crate) async fn callables(ops: &Ops, wait: Duration) -> Vec<Callable> {
             remote: false,
         })
         .collect();
-    if let Some(out) = ops.outbound.get() {
+    if let Some(out) = reach.outbound.get() {
         let listed = out
             .call("engine::functions::list", serde_json::json!({}), wait, None)
             .await;
         match listed {
             Ok(listed) => {
                 let local: BTreeSet<String> = all.iter().map(|c| c.id.clone()).collect();
-                all.extend(remote(&listed, &local, |id| ops.bus.contains(id)));
+                all.extend(remote(&listed, &local, |id| reach.bus.contains(id)));
             }
             Err(err) => {
                 tracing::debug!(code = %err.code, "engine::functions::list failed; describing this worker's functions only")
@@ -127,17 +127,17 @@ pub(crate) async fn callables(ops: &Ops, wait: Duration) -> Vec<Callable> {
 /// The callables named `name` (one, unless names clash): this bus's ids are
 /// matched by name before any function is copied; the engine's listing is
 /// asked (within `wait`) only when the worker joined one.
-pub(crate) async fn named(ops: &Ops, name: &str, wait: Duration) -> Vec<Callable> {
+pub(crate) async fn named(reach: &Reach, name: &str, wait: Duration) -> Vec<Callable> {
     let admitted = |id: &str, metadata: &Value| {
         !is_internal(metadata) && bridge::check(id, &Value::Null).is_ok()
     };
-    let local: Vec<Callable> = ops
+    let local: Vec<Callable> = reach
         .bus
         .ids()
         .into_iter()
         .filter(|id| names::name_of(id) == name)
         .filter_map(|id| {
-            let f = ops.bus.get(&id)?;
+            let f = reach.bus.get(&id)?;
             admitted(&id, &f.metadata).then(|| Callable {
                 id,
                 description: None,
@@ -147,10 +147,10 @@ pub(crate) async fn named(ops: &Ops, name: &str, wait: Duration) -> Vec<Callable
             })
         })
         .collect();
-    if ops.outbound.get().is_none() {
+    if reach.outbound.get().is_none() {
         return local;
     }
-    let mut all = callables(ops, wait).await;
+    let mut all = callables(reach, wait).await;
     all.retain(|c| names::name_of(&c.id) == name);
     all
 }
@@ -222,8 +222,8 @@ fn select(request: &DescribeRequest, all: Vec<Callable>) -> Vec<Callable> {
 /// Fills in the schemas of the remote functions among `callables` from the
 /// engine's `engine::functions::info`, 100 ids a call (its listing carries
 /// none). A function the engine does not describe keeps `unknown` types.
-pub(crate) async fn with_schemas(ops: &Ops, callables: &mut [Callable], wait: Duration) {
-    let Some(out) = ops.outbound.get() else {
+pub(crate) async fn with_schemas(reach: &Reach, callables: &mut [Callable], wait: Duration) {
+    let Some(out) = reach.outbound.get() else {
         return;
     };
     let ids: Vec<String> = callables

@@ -20,8 +20,8 @@ use super::trigger::{TriggerRequest, dispatch};
 use crate::bus::FUNCTION_NOT_FOUND;
 use crate::bus::catalog::MAX_FORMAT_BYTES;
 use crate::bus::payload::parse;
-use crate::ops::Ops;
 use crate::ops::describe::{LIST_TIMEOUT, named, with_schemas};
+use crate::ops::{Ops, Reach, Slice};
 
 /// Most names in a path (the engines refuse more before calling).
 const MAX_PATH_PARTS: usize = 8;
@@ -55,7 +55,8 @@ pub(super) async fn call_by_name(
         parse(args).map_err(|err| BindingError::message(format!("iii.fn: {}", err.message)))?;
     let name = checked_name(&request.path).map_err(BindingError::from)?;
     let wait = LIST_TIMEOUT.min(call.deadline.saturating_duration_since(Instant::now()));
-    let found = named(&ops, &name, wait).await;
+    let reach = Reach::of(&ops);
+    let found = named(&reach, &name, wait).await;
     let mut callable = match found.as_slice() {
         [one] => one.clone(),
         [] => {
@@ -77,7 +78,7 @@ pub(super) async fn call_by_name(
         }
     };
     if callable.remote {
-        with_schemas(&ops, std::slice::from_mut(&mut callable), wait).await;
+        with_schemas(&reach, std::slice::from_mut(&mut callable), wait).await;
     }
     let (schema, payload) = (callable.request.clone(), request.args);
     let checked =

@@ -52,8 +52,8 @@ pub async fn compare(iterations: usize, data: &Path) -> anyhow::Result<Value> {
     let mut figures = Vec::new();
     writeln!(
         out,
-        "{:<8} {:>14} {:>14} {:>7} {:>16} {:>16} {:>7}",
-        "lang", "p50 in-proc", "p50 process", "ratio", "runs/s in-proc", "runs/s process", "share"
+        "{:<8} {:>14} {:>14} {:>7}   (CPU counts this process and its sandbox processes)",
+        "lang", "p50 in-proc", "p50 process", "ratio"
     )?;
     for profile in profiles() {
         let payload = json!({"lang": profile.lang, "code": profile.trivial});
@@ -75,31 +75,36 @@ pub async fn compare(iterations: usize, data: &Path) -> anyhow::Result<Value> {
                     .p50_ms,
             );
         }
-        let runs = (iterations * 2).max(16);
-        let ta = local
-            .throughput(&payload, 8, runs)
-            .await
-            .map_err(anyhow::Error::msg)?;
-        let tb = sandboxed
-            .throughput(&payload, 8, runs)
-            .await
-            .map_err(anyhow::Error::msg)?;
         let (pa, pb) = (median(&mut a), median(&mut b));
         writeln!(
             out,
-            "{:<8} {:>11.2} ms {:>11.2} ms {:>6.2}× {:>16.0} {:>16.0} {:>6.0}%",
+            "{:<8} {:>11.2} ms {:>11.2} ms {:>6.2}×",
             profile.lang.as_str(),
             pa,
             pb,
             pb / pa,
-            ta.runs_per_sec,
-            tb.runs_per_sec,
-            100.0 * tb.runs_per_sec / ta.runs_per_sec
         )?;
+        let mut loads = Vec::new();
+        for concurrency in [4, 16] {
+            let runs = (iterations * 2).max(4 * concurrency);
+            let ta = cpu_of_throughput(&local, &local_worker, &payload, concurrency, runs).await?;
+            let tb = cpu_of_throughput(&sandboxed, &sandboxed_worker, &payload, concurrency, runs)
+                .await?;
+            for (mode, t) in [("in-process", &ta), ("process", &tb)] {
+                writeln!(
+                    out,
+                    "  {concurrency:>2} clients {mode:<10} {:>6.0} runs/s, user {:.2} + kernel {:.2} ms CPU per run ({:.0} % kernel), {:.0} minor faults per run",
+                    t.runs_per_sec,
+                    t.user_ms,
+                    t.kernel_ms,
+                    t.kernel_percent(),
+                    t.minor_faults
+                )?;
+            }
+            loads.push(json!({"concurrency": concurrency, "in_process": ta, "process": tb}));
+        }
         figures.push(json!({
-            "lang": profile.lang, "p50_ms_in_process": pa, "p50_ms_process": pb,
-            "runs_per_sec_in_process": ta.runs_per_sec, "runs_per_sec_process": tb.runs_per_sec,
-            "concurrency": 8,
+            "lang": profile.lang, "p50_ms_in_process": pa, "p50_ms_process": pb, "load": loads,
         }));
     }
     let health = sandboxed_worker.health();
@@ -157,6 +162,73 @@ pub async fn compare(iterations: usize, data: &Path) -> anyhow::Result<Value> {
     local_worker.shutdown().await;
     sandboxed_worker.shutdown().await;
     Ok(json!({ "oneshot": figures, "sandbox_rss_kib": rss, "replacement_ms": replacements }))
+}
+
+/// One-shot throughput at `concurrency` with the CPU and minor faults of
+/// the whole process tree per run: this process (the worker, the driver)
+/// and, with `isolation: process`, its sandbox processes, which run the
+/// guest code there.
+#[derive(serde::Serialize)]
+struct TreeLoad {
+    runs_per_sec: f64,
+    user_ms: f64,
+    kernel_ms: f64,
+    minor_faults: f64,
+}
+
+impl TreeLoad {
+    fn kernel_percent(&self) -> f64 {
+        100.0 * self.kernel_ms / (self.user_ms + self.kernel_ms).max(f64::MIN_POSITIVE)
+    }
+}
+
+async fn cpu_of_throughput(
+    driver: &Driver,
+    worker: &Worker,
+    payload: &Value,
+    concurrency: usize,
+    runs: usize,
+) -> anyhow::Result<TreeLoad> {
+    let pids = live_pids(worker);
+    let before = tree_stat(&pids);
+    let load = driver
+        .throughput(payload, concurrency, runs)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let after = tree_stat(&pids);
+    let per_run = |i: usize| (after[i] - before[i]) / runs as f64;
+    Ok(TreeLoad {
+        runs_per_sec: load.runs_per_sec,
+        user_ms: per_run(0),
+        kernel_ms: per_run(1),
+        minor_faults: per_run(2),
+    })
+}
+
+/// User ms, kernel ms and minor faults so far of this process and `pids`
+/// (`stat(5)`: `minflt`, `utime` and `stime`, times in ticks of 10 ms).
+fn tree_stat(pids: &[u32]) -> [f64; 3] {
+    let mut sum = [0.0; 3];
+    let paths = std::iter::once("/proc/self/stat".to_string())
+        .chain(pids.iter().map(|pid| format!("/proc/{pid}/stat")));
+    for path in paths {
+        let stat = std::fs::read_to_string(path).unwrap_or_default();
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let fields: Vec<f64> = after
+            .split_whitespace()
+            .map(|f| f.parse().unwrap_or(0.0))
+            .collect();
+        // After ")": state is field 3 of stat(5), so minflt (10), utime (14)
+        // and stime (15) are 7, 11 and 12 here.
+        if let (Some(minflt), Some(user), Some(system)) =
+            (fields.get(7), fields.get(11), fields.get(12))
+        {
+            sum[0] += user * 10.0;
+            sum[1] += system * 10.0;
+            sum[2] += minflt;
+        }
+    }
+    sum
 }
 
 /// `VmRSS` of `pid`, in KiB.

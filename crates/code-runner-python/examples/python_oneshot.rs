@@ -1,10 +1,12 @@
 //! What a python one-shot costs the host, through the seam: wall time, the
 //! process's user and kernel CPU and its minor page faults per run, one
 //! client and several at once, and the resident memory the engine keeps
-//! (per pooled slot, once load has touched them).
+//! (per pooled slot, once load has touched them); then a kept runtime's
+//! turn, the floor a one-shot is held to; then issue 33's goals as ratios
+//! measured in this one run, each marked met or missed.
 //!
-//! Run: `cargo run --release -p code-runner-python --example python_oneshot -- 2000`
-//! (`--data` measures the data flavour instead of the lean one).
+//! Run: `cargo run --release --workspace --example python_oneshot -- 2000`
+//! (both flavours; `--data` or `--lean` measures one of them).
 
 #![allow(clippy::print_stdout, reason = "an example reports to its user")]
 
@@ -78,8 +80,16 @@ fn memory_kib() -> (u64, u64) {
     (field("Rss:"), field("Private_Dirty:"))
 }
 
+/// The figures of one load line.
+#[derive(Clone, Copy)]
+struct Load {
+    cpu_ms: f64,
+    kernel_percent: f64,
+    faults: f64,
+}
+
 /// `runs` one-shots from `clients` tasks at once: the figures of one line.
-async fn load(engine: &PythonEngine, clients: usize, runs: usize) -> anyhow::Result<()> {
+async fn load(engine: &PythonEngine, clients: usize, runs: usize) -> anyhow::Result<Load> {
     let (user, kernel, faults) = usage();
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -118,18 +128,44 @@ async fn load(engine: &PythonEngine, clients: usize, runs: usize) -> anyhow::Res
         rss >> 10,
         dirty >> 10,
     );
-    Ok(())
+    Ok(Load {
+        cpu_ms: ((user2 - user) + (kernel2 - kernel)) / done,
+        kernel_percent: 100.0 * (kernel2 - kernel)
+            / ((user2 - user) + (kernel2 - kernel)).max(1e-9),
+        faults: (faults2 - faults) as f64 / done,
+    })
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let runs: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(1000);
-    let choice = if args.iter().any(|a| a == "--data") {
-        Interpreter::Data
-    } else {
-        Interpreter::Lean
-    };
+/// CPU ms per turn of one kept runtime running the same program `runs` times.
+async fn kept_turns(engine: &PythonEngine, runs: usize) -> anyhow::Result<f64> {
+    let dir = tempfile::tempdir()?;
+    let runtime = engine
+        .spawn(RuntimeOptions {
+            work_dir: dir.path().to_path_buf(),
+            ..RuntimeOptions::default()
+        })
+        .await?;
+    for _ in 0..20 {
+        runtime.run(spec("result = 2 + 2")).await;
+    }
+    let (user, kernel, _) = usage();
+    for _ in 0..runs {
+        runtime.run(spec("result = 2 + 2")).await;
+    }
+    let (user2, kernel2, _) = usage();
+    runtime.close().await;
+    let per_turn = ((user2 - user) + (kernel2 - kernel)) / runs as f64;
+    println!("kept turn: {per_turn:.2} ms CPU per turn (one runtime, {runs} turns)");
+    Ok(per_turn)
+}
+
+/// What one flavour measured: the load lines at 1, 4 and 16 clients and a kept turn.
+struct Flavour {
+    at: [Load; 3],
+    kept_ms: f64,
+}
+
+async fn measure(choice: Interpreter, runs: usize) -> anyhow::Result<Flavour> {
     let engine = PythonEngine::with_interpreter(choice, EngineLimits::default())?;
     let (rss, dirty) = memory_kib();
     println!(
@@ -141,8 +177,67 @@ async fn main() -> anyhow::Result<()> {
     for _ in 0..20 {
         one_shot(&engine, dir.path(), "result = 2 + 2").await?;
     }
-    for clients in [1, 4, 16, 1] {
-        load(&engine, clients, runs.max(clients)).await?;
+    let mut at = Vec::new();
+    for clients in [1, 4, 16] {
+        at.push(load(&engine, clients, runs.max(clients)).await?);
+    }
+    let kept_ms = kept_turns(&engine, runs.min(2000)).await?;
+    Ok(Flavour {
+        at: [at[0], at[1], at[2]],
+        kept_ms,
+    })
+}
+
+/// Prints one goal: the figure, the bound, and whether it is met.
+fn goal(what: &str, figure: f64, bound: f64, unit: &str) {
+    let mark = if figure <= bound { "met" } else { "MISSED" };
+    println!("  {what}: {figure:.2}{unit} (goal ≤ {bound}{unit}): {mark}");
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let runs: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(1000);
+    let (data_only, lean_only) = (
+        args.iter().any(|a| a == "--data"),
+        args.iter().any(|a| a == "--lean"),
+    );
+    let lean = if data_only {
+        None
+    } else {
+        Some(measure(Interpreter::Lean, runs).await?)
+    };
+    let data = if lean_only {
+        None
+    } else {
+        Some(measure(Interpreter::Data, runs).await?)
+    };
+    println!("issue 33's goals, measured in this run (4 clients unless said):");
+    if let Some(lean) = &lean {
+        goal(
+            "lean one-shot CPU / lean kept turn CPU",
+            lean.at[1].cpu_ms / lean.kept_ms,
+            3.0,
+            "×",
+        );
+    }
+    if let Some(data) = &data {
+        if let Some(lean) = &lean {
+            goal(
+                "data one-shot CPU / lean one-shot CPU",
+                data.at[1].cpu_ms / lean.at[1].cpu_ms,
+                1.5,
+                "×",
+            );
+        }
+        goal("data kernel share", data.at[1].kernel_percent, 25.0, " %");
+        goal(
+            "data kernel share at 16 clients",
+            data.at[2].kernel_percent,
+            25.0,
+            " %",
+        );
+        goal("data minor faults per run", data.at[1].faults, 20.0, "");
     }
     Ok(())
 }

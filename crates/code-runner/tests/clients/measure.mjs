@@ -115,6 +115,12 @@ await call(mcpStdio.client, "run", { lang: "node", code: "for (let i = 0; i < 20
   timeout: 60000,
 });
 console.log(JSON.stringify({ runs: N, http_ms: http, mcp_http_raw_client_ms: rawMcp, mcp_http_ms: overMcpHttp, mcp_stdio_ms: overMcpStdio, print_to_sse_event_ms: sse, print_to_mcp_progress_ms: quantiles(progressLags) }, null, 1));
+// Issue 33's goals for the MCP edge, as differences of p50s in this run.
+const goal = (what, extra, bound) =>
+  console.log(`${what}: ${extra >= 0 ? "+" : ""}${extra.toFixed(2)} ms (goal ≤ ${bound} ms): ${extra <= bound ? "met" : "MISSED"}`);
+goal("/mcp over plain HTTP, raw client (what the server adds)", rawMcp.p50 - http.p50, 0.3);
+goal("MCP over stdio over plain HTTP (the SDK's client)", overMcpStdio.p50 - http.p50, 0.3);
+console.log(`/mcp with the SDK's client over plain HTTP: +${(overMcpHttp.p50 - http.p50).toFixed(2)} ms (the part past the raw client's is the client's own)`);
 await mcpStdio.close();
 await mcpHttp.close();
 server.kill("SIGTERM");

@@ -85,7 +85,7 @@ pub(crate) fn load(
         .max_memory_size(max_memory)
         .max_core_instance_size(MAX_INSTANCE_BYTES)
         .total_stacks(0);
-    crate::keep_resident(&mut pool);
+    crate::keep_resident(&mut pool, slots.saturating_mul(MEMORIES));
     let mut config = wasmtime::Config::new();
     config
         .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool))

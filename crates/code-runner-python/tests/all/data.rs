@@ -781,3 +781,46 @@ async fn rebinding_builtins_breaks_only_the_program() {
     );
     rt.close().await;
 }
+
+/// One-shots at once take pooled slots in rotation (a slot last used for
+/// another of the instance's memories, a slot never used, a warm one): what
+/// a run planted, in the image's pages and in memory grown past them, is gone
+/// from every slot before the next run there.
+#[tokio::test(flavor = "multi_thread")]
+async fn slots_in_rotation_are_reset_for_every_memory() {
+    let probe = "import sys, builtins, json\n\
+                 result = [hasattr(builtins, 'planted'), getattr(sys, 'planted', None), \
+                 json.dumps([1]), sorted(sys.modules)[:3], len(sys.modules)]";
+    let before = one_shot(probe).await;
+    let baseline = value(&before);
+    assert_eq!(baseline[0], json!(false), "{before:?}");
+    let dirty = "import sys, builtins, json, numpy\n\
+                 blocks = [bytearray(4096) for _ in range(12_000)]\n\
+                 for i, b in enumerate(blocks):\n    b[0] = 255; b[-1] = i % 251\n\
+                 big = numpy.full(6_000_000, 7.0)\n\
+                 builtins.planted = True\nsys.planted = 'x' * 100_000\n\
+                 json.dumps = lambda *a, **k: 'planted'\n\
+                 result = float(big.sum())";
+    let many = |program: &'static str| async move {
+        let runs: Vec<_> = (0..6).map(|_| tokio::spawn(one_shot(program))).collect();
+        let mut outcomes = Vec::new();
+        for run in runs {
+            outcomes.push(run.await.expect("a run"));
+        }
+        outcomes
+    };
+    // The probe sees what the dirty run plants, where it is to be seen.
+    let (kept, _dir) = data_runtime(256).await;
+    kept.run(turn(dirty)).await;
+    let planted = value(&kept.run(turn(probe)).await);
+    kept.close().await;
+    assert_ne!(planted, baseline);
+    for outcome in many(dirty).await {
+        assert_eq!(value(&outcome), json!(42_000_000.0), "{outcome:?}");
+    }
+    for _ in 0..3 {
+        for outcome in many(probe).await {
+            assert_eq!(value(&outcome), baseline, "{outcome:?}");
+        }
+    }
+}

@@ -116,24 +116,23 @@ async fn load(engine: &PythonEngine, clients: usize, runs: usize) -> anyhow::Res
     walls.sort();
     let at = |p: f64| walls[((walls.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e3;
     let (rss, dirty) = memory_kib();
+    let (user, kernel) = ((user2 - user) / done, (kernel2 - kernel) / done);
+    let figures = Load {
+        cpu_ms: user + kernel,
+        kernel_percent: 100.0 * kernel / (user + kernel).max(1e-9),
+        faults: (faults2 - faults) as f64 / done,
+    };
     println!(
-        "{clients:>2} clients: {:>5.0} runs/s, p50 {:.2} ms p99 {:.2} ms, user {:.2} + kernel {:.2} ms CPU per run ({:.0} % kernel), {:.0} minor faults per run; Rss {} MiB, Private_Dirty {} MiB",
+        "{clients:>2} clients: {:>5.0} runs/s, p50 {:.2} ms p99 {:.2} ms, user {user:.2} + kernel {kernel:.2} ms CPU per run ({:.0} % kernel), {:.0} minor faults per run; Rss {} MiB, Private_Dirty {} MiB",
         done / seconds,
         at(0.5),
         at(0.99),
-        (user2 - user) / done,
-        (kernel2 - kernel) / done,
-        100.0 * (kernel2 - kernel) / ((user2 - user) + (kernel2 - kernel)).max(1e-9),
-        (faults2 - faults) as f64 / done,
+        figures.kernel_percent,
+        figures.faults,
         rss >> 10,
         dirty >> 10,
     );
-    Ok(Load {
-        cpu_ms: ((user2 - user) + (kernel2 - kernel)) / done,
-        kernel_percent: 100.0 * (kernel2 - kernel)
-            / ((user2 - user) + (kernel2 - kernel)).max(1e-9),
-        faults: (faults2 - faults) as f64 / done,
-    })
+    Ok(figures)
 }
 
 /// CPU ms per turn of one kept runtime running the same program `runs` times.

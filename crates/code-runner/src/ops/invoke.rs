@@ -199,7 +199,7 @@ pub(crate) fn turn_params(
     );
     let config = ops.config();
     Ok(TurnParams {
-        timeout: budget(&ops.config(), caller)?,
+        timeout: budget(&config, caller)?,
         bindings: guest::bindings(Arc::downgrade(ops), context),
         max_stream_bytes: config.output_caps().max_stream_bytes,
     })

@@ -3900,6 +3900,10 @@ pub struct PoolingAllocationConfig {
     pub(crate) max_memory_protection_keys: usize,
     /// Whether to enable PAGEMAP_SCAN on Linux.
     pub(crate) pagemap_scan: Enabled,
+    /// Whether PAGEMAP_SCAN resets track writes with userfaultfd on Linux.
+    pub(crate) pagemap_write_tracking: Enabled,
+    /// With write tracking, protect copied pages again every this many resets.
+    pub(crate) pagemap_write_protect_every: u32,
 }
 
 impl Default for PoolingAllocationConfig {
@@ -3916,6 +3920,8 @@ impl Default for PoolingAllocationConfig {
             memory_protection_keys: Enabled::No,
             max_memory_protection_keys: 16,
             pagemap_scan: Enabled::No,
+            pagemap_write_tracking: Enabled::No,
+            pagemap_write_protect_every: 1,
         }
     }
 }
@@ -4543,6 +4549,46 @@ impl PoolingAllocationConfig {
         self
     }
 
+    /// Configures whether resets with [`Self::pagemap_scan`] track writes.
+    ///
+    /// Without tracking, the kernel reports every private page of a linear
+    /// memory as written: a page the previous instance wrote and one an
+    /// earlier reset copied back look the same, so every reset copies back
+    /// all the pages it keeps resident. With tracking, each memory slot is
+    /// registered with a userfaultfd in asynchronous write-protect mode
+    /// (`UFFD_FEATURE_WP_ASYNC`, Linux 6.7 or later), and write-protected
+    /// again after each reset: a reset copies back only the pages written
+    /// since the previous one, and [`Self::linear_memory_keep_resident`]
+    /// still bounds what a slot keeps resident. The first write to each
+    /// protected page is a minor fault that the kernel resolves itself.
+    ///
+    /// The userfaultfd is opened once per process with `UFFD_USER_MODE_ONLY`.
+    /// `Enabled::Auto` falls back to the untracked reset where it cannot be
+    /// opened (an older kernel, a seccomp filter, `pagemap_scan` off), and a
+    /// slot whose registration or scan fails resets untracked until it can
+    /// be registered again.
+    pub fn pagemap_write_tracking(&mut self, enable: Enabled) -> &mut Self {
+        self.pagemap_write_tracking = enable;
+        self
+    }
+
+    /// With [`Self::pagemap_write_tracking`], how often a slot's reset
+    /// write-protects the pages it copied back: on every `n`th reset of the
+    /// slot (and `1`, the default, on every reset).
+    ///
+    /// A page a reset copies back and leaves writable reads as written at the
+    /// next reset and is copied back again, whether or not that instance wrote
+    /// it; a protected page costs a minor fault when an instance first writes
+    /// it. Most of the pages an instance writes, the next one in the same slot
+    /// writes too, so protecting them only now and then trades a few copies
+    /// of pages no instance wrote since for faults on the pages every instance
+    /// writes. [`Self::linear_memory_keep_resident`] bounds the copying either
+    /// way. `0` is taken as `1`.
+    pub fn pagemap_write_protect_every(&mut self, n: u32) -> &mut Self {
+        self.pagemap_write_protect_every = n.max(1);
+        self
+    }
+
     /// Returns the configured
     /// [`PoolingAllocationConfig::decommit_batch_size`], if enabled.
     pub fn get_decommit_batch_size(&self) -> usize {
@@ -4592,6 +4638,12 @@ impl PoolingAllocationConfig {
     /// [`PoolingAllocationConfig::pagemap_scan`], if enabled.
     pub fn get_pagemap_scan(&self) -> Enabled {
         self.pagemap_scan
+    }
+
+    /// Returns the configured
+    /// [`PoolingAllocationConfig::pagemap_write_tracking`].
+    pub fn get_pagemap_write_tracking(&self) -> Enabled {
+        self.pagemap_write_tracking
     }
 
     /// Returns the configured

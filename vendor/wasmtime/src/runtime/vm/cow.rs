@@ -346,6 +346,15 @@ pub struct MemoryImageSlot {
     /// `mmap` resets the affected pages back to the default key 0 which is
     /// accessible from every stripe.
     pkey: Option<ProtectionKey>,
+
+    /// Whether every mapping in this slot is registered for write tracking
+    /// (`PageMap::track_writes`), so a reset may copy back only the pages
+    /// written since the previous one. Cleared by every `mmap` over the slot,
+    /// whose new mapping is not registered; the next reset registers again.
+    tracked: bool,
+
+    /// Tracked resets of this slot since its registration.
+    resets: u32,
 }
 
 impl fmt::Debug for MemoryImageSlot {
@@ -381,6 +390,8 @@ impl MemoryImageSlot {
             image: None,
             dirty: false,
             pkey,
+            tracked: false,
+            resets: 0,
         }
     }
 
@@ -457,6 +468,9 @@ impl MemoryImageSlot {
         };
         if !images_equal {
             self.remove_image()?;
+            // The image's new mapping, below, is not registered for write
+            // tracking.
+            self.tracked = false;
         }
 
         // The next order of business is to ensure that `self.accessible` is
@@ -526,6 +540,7 @@ impl MemoryImageSlot {
             // protection key over the image's range, so restore it.
             self.reapply_pkey(image.linear_memory_offset, image.len, true)?;
             self.image = None;
+            self.tracked = false;
         }
         Ok(())
     }
@@ -593,6 +608,48 @@ impl MemoryImageSlot {
             vm::decommit_behavior(),
             DecommitBehavior::RestoreOriginalMapping
         );
+
+        // With write tracking, copy back only what was written since the
+        // previous reset; register the slot first if an `mmap` replaced part
+        // of it since (a reset before registration sees every private page
+        // as written, so it resets as the untracked one does).
+        if let Some(pagemap) = pagemap.filter(|pagemap| pagemap.tracks_writes()) {
+            let base = self.base.as_mut_ptr();
+            if !self.tracked {
+                // SAFETY: the slot is `static_size` bytes of this pool's
+                // mapping.
+                self.tracked = unsafe { pagemap.track_writes(base, self.static_size) };
+                self.resets = 0;
+            }
+            if self.tracked {
+                let protect_again = pagemap.protects_on(self.resets);
+                self.resets = self.resets.wrapping_add(1);
+                // SAFETY: the slot's accessible bytes are ours to reset, and
+                // no instance uses it during the reset.
+                let (bytes_resident, tracked) = unsafe {
+                    match &self.image {
+                        Some(image) => pagemap.reset_tracked(
+                            base,
+                            self.accessible,
+                            keep_resident,
+                            protect_again,
+                            |region| manually_reset_region(base.addr(), image, region),
+                            decommit,
+                        ),
+                        None => pagemap.reset_tracked(
+                            base,
+                            self.accessible,
+                            keep_resident,
+                            protect_again,
+                            |region| region.fill(0),
+                            decommit,
+                        ),
+                    }
+                };
+                self.tracked = tracked;
+                return bytes_resident;
+            }
+        }
 
         unsafe {
             return match &self.image {
@@ -767,6 +824,7 @@ impl MemoryImageSlot {
 
         self.image = None;
         self.accessible = HostAlignedByteCount::ZERO;
+        self.tracked = false;
 
         Ok(())
     }

@@ -9,6 +9,39 @@ impl PageMap {
     pub fn new() -> Option<PageMap> {
         None
     }
+
+    #[allow(dead_code, reason = "not used on linux64")]
+    pub fn with_write_tracking(self, _protect_every: u32) -> Option<PageMap> {
+        match self {}
+    }
+
+    #[allow(dead_code, reason = "not used on linux64")]
+    pub fn protects_on(&self, _reset: u32) -> bool {
+        match *self {}
+    }
+
+    #[allow(dead_code, reason = "not used on linux64")]
+    pub fn tracks_writes(&self) -> bool {
+        match *self {}
+    }
+
+    #[allow(dead_code, reason = "not used on linux64")]
+    pub unsafe fn track_writes(&self, _ptr: *mut u8, _len: usize) -> bool {
+        match *self {}
+    }
+
+    #[allow(dead_code, reason = "not used on linux64")]
+    pub unsafe fn reset_tracked(
+        &self,
+        _ptr: *mut u8,
+        _len: HostAlignedByteCount,
+        _keep_resident: HostAlignedByteCount,
+        _protect_again: bool,
+        _reset_manually: impl FnMut(&mut [u8]),
+        _decommit: impl FnMut(*mut u8, usize),
+    ) -> (usize, bool) {
+        match *self {}
+    }
 }
 
 /// Resets `ptr` for `len` bytes.

@@ -154,6 +154,14 @@ impl PoolingAllocationConfig {
     pub fn is_pagemap_scan_available() -> bool {
         PageMap::new().is_some()
     }
+
+    /// Tests whether [`Self::pagemap_write_tracking`] is available or not on
+    /// the host system (in this process).
+    pub fn is_pagemap_write_tracking_available() -> bool {
+        PageMap::new()
+            .and_then(|pagemap| pagemap.with_write_tracking(1))
+            .is_some()
+    }
 }
 
 /// An error returned when the pooling allocator cannot allocate a table,
@@ -292,15 +300,36 @@ impl PoolingInstanceAllocator {
             stacks: StackPool::new(config)?,
             #[cfg(feature = "async")]
             live_stacks: AtomicUsize::new(0),
-            pagemap: match config.pagemap_scan {
-                Enabled::Auto => PageMap::new(),
-                Enabled::Yes => Some(PageMap::new().ok_or_else(|| {
-                    format_err!(
-                        "required to enable PAGEMAP_SCAN but this system \
-                         does not support it"
-                    )
-                })?),
-                Enabled::No => None,
+            pagemap: match (config.pagemap_scan, config.pagemap_write_tracking) {
+                (Enabled::No, _) => None,
+                (scan, tracking) => {
+                    let pagemap = match (scan, PageMap::new()) {
+                        (_, Some(pagemap)) => Some(pagemap),
+                        (Enabled::Yes, None) => bail!(
+                            "required to enable PAGEMAP_SCAN but this system \
+                             does not support it"
+                        ),
+                        (_, None) => None,
+                    };
+                    match (tracking, pagemap) {
+                        (Enabled::No, pagemap) => pagemap,
+                        (Enabled::Yes, None) => bail!(
+                            "required to track writes with userfaultfd but \
+                             PAGEMAP_SCAN is not supported"
+                        ),
+                        (Enabled::Auto, None) => None,
+                        (tracking, Some(pagemap)) => match pagemap
+                            .with_write_tracking(config.pagemap_write_protect_every)
+                        {
+                            Some(tracked) => Some(tracked),
+                            None if tracking == Enabled::Yes => bail!(
+                                "required to track writes with userfaultfd but \
+                                 this system or process does not support it"
+                            ),
+                            None => PageMap::new(),
+                        },
+                    }
+                }
             },
             config: config.clone(),
         })

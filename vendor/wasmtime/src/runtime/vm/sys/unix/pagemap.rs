@@ -5,11 +5,12 @@
 #[cfg(feature = "pooling-allocator")]
 use crate::prelude::*;
 
-use self::ioctl::{Categories, PageMapScanBuilder};
+use self::ioctl::{Categories, PageMapScanBuilder, ScanFlags};
 use crate::runtime::vm::{HostAlignedByteCount, host_page_size};
 use rustix::ioctl::ioctl;
 use std::fs::File;
 use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
 use std::ptr;
 
 /// A static file-per-process which represents this process's page map file.
@@ -94,8 +95,10 @@ static PROCESS_PAGEMAP: std::sync::LazyLock<Option<File>> = std::sync::LazyLock:
     }
 });
 
+/// The process's page map and, when resets may use it, the process's
+/// write-tracking userfaultfd (see [`PageMap::with_write_tracking`]).
 #[derive(Debug)]
-pub struct PageMap(&'static File);
+pub struct PageMap(&'static File, Option<(&'static OwnedFd, u32)>);
 
 impl PageMap {
     #[cfg(feature = "pooling-allocator")]
@@ -115,8 +118,350 @@ impl PageMap {
         unsafe {
             ioctl(&file, pm_scan).ok()?;
         }
-        Some(PageMap(file))
+        Some(PageMap(file, None))
     }
+
+    /// This page map, with resets that copy back only the pages written since
+    /// they were last protected (see [`PageMap::reset_tracked`]), protecting
+    /// them again on every `protect_every`th reset of a slot, or `None` when
+    /// this kernel or process cannot track writes (see [`PROCESS_UFFD`]).
+    #[cfg(feature = "pooling-allocator")]
+    pub fn with_write_tracking(self, protect_every: u32) -> Option<PageMap> {
+        let uffd = PROCESS_UFFD.as_ref()?;
+        Some(PageMap(self.0, Some((uffd, protect_every.max(1)))))
+    }
+
+    /// Whether this page map was made with [`PageMap::with_write_tracking`].
+    pub fn tracks_writes(&self) -> bool {
+        self.1.is_some()
+    }
+
+    /// Whether a slot's reset number `reset` (counted from its registration)
+    /// write-protects the pages it copies back.
+    pub fn protects_on(&self, reset: u32) -> bool {
+        self.1.is_some_and(|(_, every)| reset % every == 0)
+    }
+
+    /// Registers `ptr` for `len` bytes with this process's userfaultfd in
+    /// asynchronous write-protect mode, so that [`PageMap::reset_tracked`] can
+    /// tell the pages written since its previous call. Returns whether the
+    /// whole range is registered.
+    ///
+    /// Registration holds for the mappings that exist now: a later `mmap` over
+    /// part of the range replaces it with an unregistered mapping, whose pages
+    /// carry no write protection and so always read as written (which is safe,
+    /// only slower), until this is called again.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` for `len` bytes must be mappings this process owns (every page in
+    /// the range mapped), page aligned.
+    pub unsafe fn track_writes(&self, ptr: *mut u8, len: usize) -> bool {
+        let Some((uffd, _)) = self.1 else {
+            return false;
+        };
+        let mut register = uffd::Register {
+            start: ptr.addr() as u64,
+            len: len as u64,
+            mode: uffd::REGISTER_MODE_WP,
+            ioctls: 0,
+        };
+        // SAFETY: the ioctl only reads and writes `register`, and registering
+        // changes how writes to this process's own range fault, not what they
+        // do.
+        unsafe {
+            ioctl(
+                uffd,
+                rustix::ioctl::Updater::<{ uffd::REGISTER }, _>::new(&mut register),
+            )
+            .is_ok()
+        }
+    }
+
+    /// Resets `ptr` for `len` bytes, registered with [`PageMap::track_writes`],
+    /// the way [`reset_with_pagemap`] does, but copying back only the pages
+    /// written since the previous reset. Returns the bytes still resident and
+    /// whether the range is still tracked (when not, this reset fell back to
+    /// [`reset_with_pagemap`] where needed, and the caller should register the
+    /// range again before trusting the next reset to tracking).
+    ///
+    /// With asynchronous write protection, the kernel reports a page as
+    /// `WRITTEN` until it is write-protected again, and a write to a protected
+    /// page lifts the protection before it lands. This function:
+    ///
+    /// 1. scans the range for resident private pages (present, or in swap and
+    ///    written: neither file nor zero pages, which hold the pristine
+    ///    contents), charging every one to `keep_resident` as
+    ///    [`reset_with_pagemap`] does, and passes those `WRITTEN` to
+    ///    `reset_manually`; once the budget is spent the rest of the range is
+    ///    passed to `decommit`. A page neither present nor written (a
+    ///    protection marker left where a protected page was dropped, or a
+    ///    clean page in swap) holds pristine contents and is not resident.
+    /// 2. write-protects the pages it copied back again ([`Protect`]), once
+    ///    they hold their pristine contents, so a page that later reads as not
+    ///    written still holds them.
+    ///
+    /// The scans ask the kernel to fail if any part of the range is not
+    /// registered for asynchronous write protection (`PM_SCAN_CHECK_WPASYNC`);
+    /// the fallback then resets what is left as [`reset_with_pagemap`] does.
+    /// An unregistered mapping's pages never carry write protection (the
+    /// kernel clears it when a range is unregistered or its userfaultfd is
+    /// released, and a new mapping starts without it), so that fallback, and
+    /// any reset before registration, sees every private page as written.
+    ///
+    /// # Safety
+    ///
+    /// Requires that `ptr` is valid to read and write for `len` bytes, and that
+    /// nothing else writes to it during the call.
+    pub unsafe fn reset_tracked(
+        &self,
+        ptr: *mut u8,
+        len: HostAlignedByteCount,
+        keep_resident: HostAlignedByteCount,
+        protect_again: bool,
+        mut reset_manually: impl FnMut(&mut [u8]),
+        mut decommit: impl FnMut(*mut u8, usize),
+    ) -> (usize, bool) {
+        const MAX_REGIONS: usize = 64;
+        let host_page_size = host_page_size();
+        let mut storage = [MaybeUninit::uninit(); MAX_REGIONS];
+        let end = ptr.addr() + len.byte_count();
+        let mut cursor = ptr.cast_const();
+        let mut budget = keep_resident.min(len).byte_count() / host_page_size;
+        let mut bytes_resident = 0;
+        let mut protect = Protect {
+            pagemap: self.0,
+            span: None,
+            ok: true,
+        };
+
+        'scan: while cursor.addr() < end {
+            let scan_arg =
+                PageMapScanBuilder::new(ptr::slice_from_raw_parts(cursor, end - cursor.addr()))
+                    .flags(ScanFlags::CHECK_WPASYNC)
+                    .category_inverted(Categories::PFNZERO | Categories::FILE)
+                    .category_mask(Categories::PFNZERO | Categories::FILE)
+                    .category_anyof_mask(Categories::PRESENT | Categories::SWAPPED)
+                    .return_mask(Categories::PRESENT | Categories::WRITTEN)
+                    .build(&mut storage);
+            // SAFETY: as in `reset_with_pagemap`.
+            let result = match unsafe { ioctl(&self.0, scan_arg) } {
+                Ok(result) => result,
+                // SAFETY: the rest of the range is this function's to reset,
+                // with the same requirements.
+                Err(err) => unsafe {
+                    log::warn!("failed tracked pagemap scan {err}");
+                    protect.flush();
+                    let tail_len = HostAlignedByteCount::new(end - cursor.addr())
+                        .expect("cursor stays page aligned");
+                    let tail_keep = HostAlignedByteCount::new(budget * host_page_size)
+                        .expect("page multiple");
+                    let tail = reset_with_pagemap(
+                        Some(&PageMap(self.0, None)),
+                        cursor.cast_mut(),
+                        tail_len,
+                        tail_keep,
+                        reset_manually,
+                        decommit,
+                    );
+                    return (bytes_resident + tail, false);
+                },
+            };
+            for region in result.regions() {
+                let categories = region.categories();
+                let written = categories.contains(Categories::WRITTEN);
+                if !written && !categories.contains(Categories::PRESENT) {
+                    continue;
+                }
+                let pages = region.len() / host_page_size;
+                let kept = pages.min(budget) * host_page_size;
+                if written && kept > 0 {
+                    let start = region.start().cast_mut();
+                    // SAFETY: the kernel reports regions within the range it
+                    // was given, which is ours to write.
+                    unsafe {
+                        reset_manually(&mut *ptr::slice_from_raw_parts_mut(start, kept));
+                    }
+                    if protect_again {
+                        protect.add(start.addr(), start.addr() + kept);
+                    }
+                }
+                bytes_resident += kept;
+                budget -= kept / host_page_size;
+                if kept < region.len() {
+                    cursor = region.start().wrapping_add(kept);
+                    break 'scan;
+                }
+            }
+            let walk_end = result.walk_end();
+            if result.regions().len() < MAX_REGIONS && walk_end.addr() < end {
+                // The kernel stopped early for a reason other than a full
+                // buffer: reset the rest by decommitting it.
+                cursor = walk_end;
+                break;
+            }
+            cursor = walk_end;
+        }
+        if cursor.addr() < end {
+            decommit(cursor.cast_mut(), end - cursor.addr());
+        }
+        protect.flush();
+        (bytes_resident, protect.ok)
+    }
+}
+
+/// Write-protects again the pages [`PageMap::reset_tracked`] copied back,
+/// in spans: one `PAGEMAP_SCAN` with `PM_SCAN_WP_MATCHING` and no output
+/// buffer (the kernel's "exclusive WP" path, which protects every page of its
+/// range not yet protected) per run of regions no further apart than
+/// [`Protect::GAP`]. What lies between them is protected too, which is only
+/// conservative: every page of the range holds its pristine contents by then,
+/// and a page not present gets a marker that reads as not written. The pages
+/// it does not copy back need no protection: file and zero pages are never
+/// copied, and a page not present holds nothing.
+struct Protect {
+    pagemap: &'static File,
+    span: Option<(usize, usize)>,
+    ok: bool,
+}
+
+impl Protect {
+    /// Regions closer than this share one scan (and the kernel flushes the
+    /// TLB once per page table it changed, not per region).
+    const GAP: usize = 2 << 20;
+
+    fn add(&mut self, start: usize, end: usize) {
+        match &mut self.span {
+            Some((_, span_end)) if start - *span_end <= Self::GAP => *span_end = end,
+            _ => {
+                self.flush();
+                self.span = Some((start, end));
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        let Some((start, end)) = self.span.take() else {
+            return;
+        };
+        let protect = PageMapScanBuilder::new(ptr::slice_from_raw_parts(
+            start as *const u8,
+            end - start,
+        ))
+        .flags(ScanFlags::WP_MATCHING | ScanFlags::CHECK_WPASYNC)
+        .category_mask(Categories::WRITTEN)
+        .return_mask(Categories::WRITTEN)
+        .build(&mut []);
+        // SAFETY: write-protecting changes how writes to this process's own
+        // memory fault, not what they do.
+        if let Err(err) = unsafe { ioctl(&self.pagemap, protect) } {
+            log::warn!("failed to write-protect a reset memory {err}");
+            self.ok = false;
+        }
+    }
+}
+
+/// A userfaultfd for this process in asynchronous write-protect mode (Linux
+/// 6.7+), which [`PageMap::track_writes`] registers ranges with: the kernel
+/// then resolves a write to a protected page itself (lifting the protection,
+/// with no message to read) and `PAGEMAP_SCAN` reports which pages were
+/// written since they were last protected.
+///
+/// It is opened with `UFFD_USER_MODE_ONLY`, which unprivileged processes may
+/// do where `vm.unprivileged_userfaultfd` is 0, and which never handles faults
+/// taken in the kernel. `None` where the kernel lacks the feature or the
+/// process may not open one (a seccomp filter, for example), and resets then
+/// scan as before.
+///
+/// A forked child must not use its parent's userfaultfd (it belongs to the
+/// parent's address space): as with [`PROCESS_PAGEMAP`], an atfork handler
+/// points the child's descriptor at `/dev/null`, so its ioctls fail and the
+/// child falls back.
+#[cfg(feature = "pooling-allocator")]
+static PROCESS_UFFD: std::sync::LazyLock<Option<OwnedFd>> = std::sync::LazyLock::new(|| {
+    use rustix::fd::{AsRawFd, FromRawFd};
+
+    // SAFETY: the syscall takes flags only and returns a new descriptor or -1.
+    let raw = unsafe {
+        libc::syscall(
+            libc::SYS_userfaultfd,
+            libc::O_CLOEXEC | libc::O_NONBLOCK | uffd::USER_MODE_ONLY,
+        )
+    };
+    let raw = i32::try_from(raw).ok().filter(|fd| *fd >= 0)?;
+    // SAFETY: `raw` is a descriptor this call just opened and owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let mut api = uffd::Api {
+        api: uffd::API,
+        features: uffd::FEATURE_WP_ASYNC,
+        ioctls: 0,
+    };
+    // SAFETY: the ioctl only reads and writes `api`.
+    unsafe {
+        ioctl(
+            &fd,
+            rustix::ioctl::Updater::<{ uffd::API_IOCTL }, _>::new(&mut api),
+        )
+        .ok()?;
+    }
+    if api.features & uffd::FEATURE_WP_ASYNC == 0 {
+        return None;
+    }
+    // SAFETY: as for `PROCESS_PAGEMAP`'s handler.
+    let rc = unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    if rc != 0 {
+        return None;
+    }
+    return Some(fd);
+
+    /// Points the child's copy of the descriptor at `/dev/null`.
+    ///
+    /// # Safety
+    ///
+    /// As for `PROCESS_PAGEMAP`'s handler: only async-signal-safe calls.
+    unsafe extern "C" fn after_fork_in_child() {
+        let Some(parent) = PROCESS_UFFD.as_ref() else {
+            return;
+        };
+        // SAFETY: see the function's documentation.
+        unsafe {
+            let null = libc::open(c"/dev/null".as_ptr(), libc::O_CLOEXEC | libc::O_RDONLY);
+            if null == -1 || libc::dup2(null, parent.as_raw_fd()) == -1 {
+                libc::abort();
+            }
+            if libc::close(null) == -1 {
+                libc::abort();
+            }
+        }
+    }
+});
+
+/// The parts of `linux/userfaultfd.h` that write tracking uses.
+mod uffd {
+    use rustix::ioctl::{Opcode, opcode};
+
+    pub const API: u64 = 0xaa;
+    pub const USER_MODE_ONLY: libc::c_int = 1;
+    pub const FEATURE_WP_ASYNC: u64 = 1 << 15;
+    pub const REGISTER_MODE_WP: u64 = 1 << 1;
+
+    #[repr(C)]
+    pub struct Api {
+        pub api: u64,
+        pub features: u64,
+        pub ioctls: u64,
+    }
+
+    #[repr(C)]
+    pub struct Register {
+        pub start: u64,
+        pub len: u64,
+        pub mode: u64,
+        pub ioctls: u64,
+    }
+
+    pub const API_IOCTL: Opcode = opcode::read_write::<Api>(0xaa, 0x3f);
+    pub const REGISTER: Opcode = opcode::read_write::<Register>(0xaa, 0x00);
 }
 
 /// Resets `ptr` for `len` bytes.
@@ -416,6 +761,19 @@ mod ioctl {
         }
     }
 
+    bitflags::bitflags! {
+        /// What a [`PageMapScan`] does besides reporting (`PM_SCAN_*`).
+        #[derive(Copy, Clone, PartialEq, Eq)]
+        pub struct ScanFlags: u64 {
+            /// Write-protect the pages that match (asynchronous userfaultfd
+            /// write protection).
+            const WP_MATCHING = 1 << 0;
+            /// Fail with `EPERM` if part of the range is not registered for
+            /// asynchronous write protection.
+            const CHECK_WPASYNC = 1 << 1;
+        }
+    }
+
     impl fmt::Debug for Categories {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             bitflags::parser::to_writer(self, f)
@@ -452,6 +810,12 @@ mod ioctl {
                     return_mask: Categories::empty(),
                 },
             }
+        }
+
+        /// Configures what the scan does besides reporting (`PM_SCAN_*`).
+        pub fn flags(&mut self, flags: ScanFlags) -> &mut PageMapScanBuilder {
+            self.pm_scan_arg.flags = flags.bits();
+            self
         }
 
         /// Configures the maximum number of returned pages in the output regions.
@@ -500,7 +864,6 @@ mod ioctl {
         ///
         /// For more detail see the `pagemap_scan_is_interesting_page` function
         /// in the Linux kernel source.
-        #[expect(dead_code, reason = "bindings for the future if we need them")]
         pub fn category_anyof_mask(&mut self, flags: Categories) -> &mut PageMapScanBuilder {
             self.pm_scan_arg.category_anyof_mask = flags;
             self
@@ -612,10 +975,6 @@ mod ioctl {
         /// Note that this will only contain categories specified in
         /// [`PageMapScanBuilder::return_mask`].
         #[inline]
-        #[cfg_attr(
-            not(test),
-            expect(dead_code, reason = "bindings for the future if we need them")
-        )]
         pub fn categories(&self) -> Categories {
             self.0.categories
         }

@@ -60,6 +60,8 @@ mod packages;
 mod protocol;
 mod runtime;
 mod session;
+#[cfg(test)]
+mod slot_reset_tests;
 mod threads;
 pub mod work_quota;
 
@@ -443,20 +445,36 @@ impl Engine for PythonEngine {
 /// Bytes of each pooled linear memory kept resident (reset in place) when a
 /// runtime ends, in both flavours; see [`keep_resident`].
 ///
-/// `PAGEMAP_SCAN` cannot tell a page this run wrote from one an earlier reset
-/// copied back: both are private anonymous pages, so what a slot keeps is
-/// every page it ever dirtied, up to this budget, copied back from the image
-/// on every reset. Measured (`examples/python_oneshot.rs`, one client, then
-/// four): a lean slot settles at 8.4 MiB of such pages, a data slot at 56 MiB.
-/// 4 MiB left lean 197 faults per run (58 % of the CPU in the kernel,
-/// 239 runs/s at four clients); 16 MiB keeps all of it (0 faults, 21 %,
-/// 652 runs/s). The data flavour gains less (137 → 178 runs/s at four);
-/// keeping its 56 MiB costs more to copy than the faults it saves (139).
+/// Without write tracking, `PAGEMAP_SCAN` cannot tell a page this run wrote
+/// from one an earlier reset copied back: both are private anonymous pages,
+/// so what a slot keeps is every page it ever dirtied, up to this budget,
+/// copied back from the image on every reset. Measured
+/// (`examples/python_oneshot.rs`, one client, then four): a lean slot settles
+/// at 8.4 MiB of such pages, a data slot at 56 MiB. 4 MiB left lean 197
+/// faults per run (58 % of the CPU in the kernel, 239 runs/s at four
+/// clients); 16 MiB keeps all of it (0 faults, 21 %, 652 runs/s). The data
+/// flavour gains less (137 → 178 runs/s at four); keeping its 56 MiB costs
+/// more to copy than the faults it saves (139). With write tracking
+/// ([`PROTECT_EVERY`]) the budget bounds the same resident pages, but a reset
+/// copies only the ones written since they were last protected.
 const MEMORY_KEEP_RESIDENT: usize = 16 << 20;
 /// Bytes of each pooled table kept resident: the funcref tables the
 /// interpreter's start functions fill on every instantiation (13 faults per
 /// lean run fewer).
 const TABLE_KEEP_RESIDENT: usize = 1 << 20;
+/// With write tracking (userfaultfd, Linux 6.7+: `vendor/README.md`), how
+/// often a slot's reset write-protects the pages it copied back again. A
+/// protected page costs a minor fault when a run first writes it; one left
+/// writable is copied back at every reset until it is protected again. Most
+/// pages a run writes, the next run in the slot writes too (the interpreter's
+/// own state: its allocator, frames, caches), so protecting on every reset
+/// turns them into faults each run, and never protecting is the untracked
+/// reset. Measured with `examples/python_oneshot 500` at four clients
+/// (CPU per one-shot, minor faults per run), untracked: lean 1.43 ms and 7,
+/// data 5.59 ms and 150; every reset: lean 1.34 ms and 262, data 2.10 ms and
+/// 301; every 16th: lean 0.94 ms and 22, data 1.18 ms and 23; every 32nd:
+/// lean 0.88 ms and 13, data 1.06 ms and 12; every 64th: data 1.14 ms and 9.
+const PROTECT_EVERY: u32 = 32;
 /// Keeps the pages a runtime dirtied resident in its pooled slots when it
 /// ends, reset in place (copied back from the image, or zeroed), instead of
 /// handing them back to the kernel and faulting them in again on the next
@@ -480,11 +498,26 @@ const TABLE_KEEP_RESIDENT: usize = 1 << 20;
 /// run, and 16 clients go from 613 to 220. The resident bound is the same:
 /// at most every slot's kept pages, which the peak of live runtimes reached
 /// before too.
+///
+/// Where the kernel and the process allow it, slots track writes
+/// ([`PROTECT_EVERY`]); `CODE_RUNNER_WRITE_TRACKING=off` turns that off (it
+/// is the one use of userfaultfd: docs/security.md).
 pub(crate) fn keep_resident(pool: &mut wasmtime::PoolingAllocationConfig, memories: u32) {
     pool.linear_memory_keep_resident(MEMORY_KEEP_RESIDENT)
         .table_keep_resident(TABLE_KEEP_RESIDENT)
         .max_unused_warm_slots(memories)
-        .pagemap_scan(wasmtime::Enabled::Auto);
+        .pagemap_scan(wasmtime::Enabled::Auto)
+        .pagemap_write_tracking(tracking())
+        .pagemap_write_protect_every(PROTECT_EVERY);
+}
+
+/// Whether pooled memories track writes: unless
+/// `CODE_RUNNER_WRITE_TRACKING=off`, where the kernel and process allow.
+fn tracking() -> wasmtime::Enabled {
+    match std::env::var("CODE_RUNNER_WRITE_TRACKING").as_deref() {
+        Ok("off") => wasmtime::Enabled::No,
+        _ => wasmtime::Enabled::Auto,
+    }
 }
 
 /// Starts the process-wide epoch ticker once per engine.

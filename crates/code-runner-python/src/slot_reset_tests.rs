@@ -3,7 +3,8 @@
 //! it grew, pages the kernel swapped out, a write cut short by a trap), the
 //! next instance in that slot sees the pristine image, with the pool set up
 //! as both flavours set it up ([`crate::keep_resident`]: pages kept resident,
-//! write tracking where the kernel has it). Two modules take turns, one with
+//! write tracking where the kernel has it), and with tracking off (the reset
+//! every tracked one falls back to). Two modules take turns, one with
 //! its image mapped from a compiled file (as the data flavour's) and one
 //! from memory, so slots also change images.
 
@@ -59,7 +60,7 @@ impl Lcg {
     }
 }
 
-fn engine(slots: u32, protect_every: u32) -> Engine {
+fn engine(slots: u32, protect_every: Option<u32>) -> Engine {
     let mut pool = wasmtime::PoolingAllocationConfig::default();
     pool.total_core_instances(slots)
         .total_memories(slots)
@@ -67,7 +68,10 @@ fn engine(slots: u32, protect_every: u32) -> Engine {
         .max_memory_size(MAX_PAGES * WASM_PAGE)
         .total_stacks(0);
     crate::keep_resident(&mut pool, slots);
-    pool.pagemap_write_protect_every(protect_every);
+    match protect_every {
+        Some(n) => pool.pagemap_write_protect_every(n),
+        None => pool.pagemap_write_tracking(wasmtime::Enabled::No),
+    };
     let mut config = Config::new();
     config
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
@@ -94,11 +98,14 @@ fn what_a_run_writes_never_reaches_the_next_instance_in_its_slot() {
     // Protecting again on every reset, and on some: between, pages copied
     // back stay writable and must still be copied back at the next reset.
     for protect_every in [1, 3] {
-        runs_in_rotation(protect_every);
+        runs_in_rotation(Some(protect_every));
     }
+    // And the untracked reset, which is also every tracked one's fallback.
+    runs_in_rotation(None);
 }
 
-fn runs_in_rotation(protect_every: u32) {
+/// `protect_every`: `None` for no write tracking.
+fn runs_in_rotation(protect_every: Option<u32>) {
     if std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .ok()
         .and_then(|r| {
@@ -159,7 +166,7 @@ fn runs_in_rotation(protect_every: u32) {
         let bytes = memory.data(&store);
         if let Some(at) = (0..bytes.len()).find(|&at| bytes[at] != pristine(seed, at)) {
             panic!(
-                "protecting every {protect_every}, round {round}: byte {at} is {:#04x}, not \
+                "protecting every {protect_every:?}, round {round}: byte {at} is {:#04x}, not \
                  the image's {:#04x}: an earlier run's write survived the reset",
                 bytes[at],
                 pristine(seed, at)

@@ -144,6 +144,15 @@ pub struct Instance {
     /// cross-thread stuff used in `InstancePre`)
     store: Option<VMStoreRawPtr>,
 
+    /// The start of this instance's module's text section as the store runs
+    /// it (`StoreCode::text`), looked up in the store's `ModuleRegistry` the
+    /// first time a funcref is initialized and then reused: a module whose
+    /// table segments need `ref.func` at instantiation initializes thousands
+    /// of funcrefs, and each lookup is two B-tree searches. The store's code
+    /// stays registered, at the same address, for as long as the store lives,
+    /// and so for as long as this instance does.
+    store_text: Option<SendSyncPtr<[u8]>>,
+
     /// Additional context used by compiled wasm code. This field is last, and
     /// represents a dynamically-sized array that extends beyond the nominal
     /// end of the struct (similar to a flexible array member).
@@ -209,6 +218,7 @@ impl Instance {
             #[cfg(feature = "wmemcheck")]
             wmemcheck_state,
             store: None,
+            store_text: None,
             vmctx: OwnedVMContext::new(),
         })?;
 
@@ -932,7 +942,7 @@ impl Instance {
     /// functions here. Effectively all the arguments here must be "logically
     /// correct" for the `VMFuncRef` being initialized.
     unsafe fn initialize_and_return_funcref(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         registry: &ModuleRegistry,
         type_index: VMSharedTypeIndex,
         vmctx_offset: u32,
@@ -960,26 +970,24 @@ impl Instance {
         // it's better for instantiation performance if we don't have to track
         // "is-initialized" state at all!
 
-        let module_with_code = ModuleWithCode::in_store(
-            registry,
-            self.runtime_module()
-                .expect("funcref impossible in fake module"),
-        )
-        .expect("module not in store");
-
-        let array_call =
-            VmPtr::from(NonNull::from(module_with_code.function(array_to_wasm_key)).cast());
-
-        let wasm_call = Some(VmPtr::from(
-            NonNull::new(
-                module_with_code
-                    .function(wasm_key)
-                    .as_ptr()
-                    .cast::<VMWasmCallFunction>()
-                    .cast_mut(),
+        let text = self.as_mut().store_text(registry);
+        let compiled = self
+            .runtime_module()
+            .expect("funcref impossible in fake module")
+            .compiled_module();
+        let array_range = compiled.function_range(array_to_wasm_key);
+        let wasm_range = compiled.function_range(wasm_key);
+        // What `ModuleWithCode::function`'s slicing checks.
+        assert!(array_range.end <= text.len() && wasm_range.end <= text.len());
+        // SAFETY: both offsets are within `text`, checked just above.
+        let (array_call, wasm_call) = unsafe {
+            (
+                text.cast::<u8>().add(array_range.start),
+                text.cast::<u8>().add(wasm_range.start),
             )
-            .unwrap(),
-        ));
+        };
+        let array_call = VmPtr::from(array_call.cast());
+        let wasm_call = Some(VmPtr::from(wasm_call.cast::<VMWasmCallFunction>()));
 
         let vmctx = VMOpaqueContext::from_vmcontext(self.vmctx()).into();
 
@@ -999,6 +1007,25 @@ impl Instance {
         }
 
         Some(func_ref_ptr)
+    }
+
+    /// The start of this instance's module's text section in its store: see
+    /// the `store_text` field.
+    fn store_text(self: Pin<&mut Self>, registry: &ModuleRegistry) -> NonNull<[u8]> {
+        if let Some(text) = self.store_text {
+            return text.as_non_null();
+        }
+        let text = ModuleWithCode::in_store(
+            registry,
+            self.runtime_module()
+                .expect("funcref impossible in fake module"),
+        )
+        .expect("module not in store")
+        .text();
+        let text = NonNull::from(text);
+        // SAFETY: see `store_mut` above.
+        unsafe { self.get_unchecked_mut().store_text = Some(SendSyncPtr::new(text)) };
+        text
     }
 
     /// Get the passive elements segment at the given index.

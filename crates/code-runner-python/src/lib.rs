@@ -520,6 +520,38 @@ fn tracking() -> wasmtime::Enabled {
     }
 }
 
+/// Opens, now, what pooled memories reset with later: this process's page
+/// map (`PAGEMAP_SCAN`) and, unless `CODE_RUNNER_WRITE_TRACKING=off`, its
+/// write-tracking userfaultfd. wasmtime opens both the first time a pool
+/// asks and keeps them for the process's life; a sandbox process calls this
+/// before it confines itself, since Landlock then refuses
+/// `/proc/self/pagemap` and seccomp `userfaultfd`. Says what it opened, or
+/// why nothing (the resets then copy back the kept pages the slow way).
+///
+/// # Errors
+/// Neither could be opened here (the kernel, or a container's policy).
+pub fn open_page_tracking() -> Result<String, String> {
+    let scan = wasmtime::PoolingAllocationConfig::is_pagemap_scan_available();
+    let write_tracking = matches!(tracking(), wasmtime::Enabled::Auto)
+        && wasmtime::PoolingAllocationConfig::is_pagemap_write_tracking_available();
+    match (scan, write_tracking) {
+        (true, true) => Ok("page map and write-tracking userfaultfd open".to_string()),
+        (true, false) => Ok(match tracking() {
+            wasmtime::Enabled::No => {
+                "page map open; write tracking off (CODE_RUNNER_WRITE_TRACKING=off)"
+            }
+            _ => {
+                "page map open; no write-tracking userfaultfd here (kernel before 6.7, or refused)"
+            }
+        }
+        .to_string()),
+        (false, _) => Err(
+            "no PAGEMAP_SCAN on /proc/self/pagemap here (kernel before 6.7, or refused)"
+                .to_string(),
+        ),
+    }
+}
+
 /// Starts the process-wide epoch ticker once per engine.
 fn start_ticker(engine: &wasmtime::Engine) {
     static TICKERS: OnceLock<Mutex<Vec<wasmtime::Engine>>> = OnceLock::new();

@@ -32,11 +32,15 @@ use crate::protocol::{
 pub type LoadedEngines = Vec<(Lang, Result<Arc<dyn Engine>, String>)>;
 
 /// Runs a sandbox process on the socket at descriptor 3: reads the
-/// [`Init`], confines the process (first step on this, its only thread),
-/// starts the async runtime, calls `load` inside it, applies seccomp to
-/// every thread, reports `Ready` and serves. Returns the process's exit
-/// status (0 when the worker closed the socket).
-pub fn main(load: impl FnOnce(&Init) -> LoadedEngines) -> i32 {
+/// [`Init`], confines the process (first step on this, its only thread,
+/// calling `open_early` once the descriptors are closed and before
+/// Landlock), starts the async runtime, calls `load` inside it, applies
+/// seccomp to every thread, reports `Ready` and serves. Returns the
+/// process's exit status (0 when the worker closed the socket).
+pub fn main(
+    open_early: impl FnOnce() -> Result<String, String>,
+    load: impl FnOnce(&Init) -> LoadedEngines,
+) -> i32 {
     // SAFETY: the worker passes the socket as descriptor 3 and nothing else owns it.
     let socket = unsafe { OwnedFd::from_raw_fd(SOCKET_FD) };
     let mut stream = std::os::unix::net::UnixStream::from(socket);
@@ -48,7 +52,7 @@ pub fn main(load: impl FnOnce(&Init) -> LoadedEngines) -> i32 {
         }
     };
     confine::ignore_file_size_signal();
-    let mut report = confine::before_threads(&init);
+    let (mut report, tracking) = confine::before_threads(&init, open_early);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -62,14 +66,14 @@ pub fn main(load: impl FnOnce(&Init) -> LoadedEngines) -> i32 {
     };
     runtime.block_on(async move {
         let engines = load(&init);
-        confine::seccomp(&mut report);
+        confine::seccomp(&mut report, &tracking);
         if stream.set_nonblocking(true).is_err() {
             return 2;
         }
         let Ok(stream) = tokio::net::UnixStream::from_std(stream) else {
             return 2;
         };
-        serve(stream, engines, report, init.probe).await;
+        serve(stream, engines, report, init.probe.then_some(tracking)).await;
         0
     })
 }
@@ -123,7 +127,7 @@ async fn serve(
     stream: tokio::net::UnixStream,
     engines: LoadedEngines,
     report: Report,
-    probe: bool,
+    probe: Option<confine::PageTracking>,
 ) {
     let (mut reader, mut writer) = stream.into_split();
     let (out, mut frames) = mpsc::unbounded_channel::<Outgoing>();
@@ -148,9 +152,9 @@ async fn serve(
         out,
     });
     state.send(Frame::new(FromChild::Ready { report }));
-    if probe {
+    if let Some(tracking) = probe {
         state.send(Frame::new(FromChild::Probe {
-            results: crate::probe::probe_confinement(),
+            results: crate::probe::probe_confinement(&tracking),
         }));
     }
     loop {

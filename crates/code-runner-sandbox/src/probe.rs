@@ -4,8 +4,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::confine::PageTracking;
+
 /// Test role: what confinement forbids, attempted; each entry says what the kernel answered.
-pub(crate) fn probe_confinement() -> BTreeMap<String, String> {
+pub(crate) fn probe_confinement(tracking: &PageTracking) -> BTreeMap<String, String> {
     let answer = |ok: bool| match ok {
         true => "allowed".to_string(),
         false => format!("refused: {}", std::io::Error::last_os_error()),
@@ -47,7 +49,49 @@ pub(crate) fn probe_confinement() -> BTreeMap<String, String> {
     let signalled = unsafe { libc::kill(1, 0) };
     results.insert("kill_init".to_string(), answer(signalled == 0));
     probe_other_processes(&mut results);
+    probe_page_tracking(tracking, &mut results);
     results
+}
+
+/// The page tracking's descriptors and requests: a new userfaultfd is
+/// refused, and so is any request but the one the filter allows on each of
+/// the two descriptors, or that one on another descriptor. The allowed ones
+/// are made with a null argument, so the kernel refuses them after the
+/// filter let them through (`EFAULT`) and nothing is registered or scanned.
+fn probe_page_tracking(tracking: &PageTracking, results: &mut BTreeMap<String, String>) {
+    use crate::confine::tracking::{PAGEMAP_SCAN, UFFDIO_REGISTER};
+    /// `UFFDIO_COPY`: `_IOWR(0xAA, 0x03, struct uffdio_copy)`, 40 bytes.
+    const UFFDIO_COPY: u64 = 0xC028_AA03;
+    let answer = |result: i32| match result {
+        0 => "allowed".to_string(),
+        _ => format!("refused: {}", std::io::Error::last_os_error()),
+    };
+    let ioctl = |fd: i32, request: u64| {
+        // SAFETY: a null argument: the kernel checks the pointer before it reads or writes.
+        answer(unsafe { libc::ioctl(fd, request as libc::Ioctl, std::ptr::null_mut::<u8>()) })
+    };
+    // SAFETY: userfaultfd takes flags; a descriptor it returns is closed at exit.
+    let opened = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | 1) };
+    results.insert(
+        "userfaultfd_open".to_string(),
+        answer(if opened < 0 { -1 } else { 0 }),
+    );
+    let (pagemap, uffd) = tracking.descriptors();
+    if let Some(uffd) = uffd {
+        results.insert(
+            "uffd_register_own".to_string(),
+            ioctl(uffd, UFFDIO_REGISTER),
+        );
+        results.insert("uffd_copy".to_string(), ioctl(uffd, UFFDIO_COPY));
+        results.insert(
+            "uffd_register_elsewhere".to_string(),
+            ioctl(0, UFFDIO_REGISTER),
+        );
+    }
+    if let Some(pagemap) = pagemap {
+        results.insert("pagemap_scan_own".to_string(), ioctl(pagemap, PAGEMAP_SCAN));
+        results.insert("pagemap_scan_elsewhere".to_string(), ioctl(0, PAGEMAP_SCAN));
+    }
 }
 
 /// The calls that can name another process: on the worker (the parent) they

@@ -18,7 +18,9 @@ use landlock::{
 };
 
 mod seccomp;
+pub(crate) mod tracking;
 pub use seccomp::seccomp;
+pub use tracking::PageTracking;
 
 /// The descriptor the worker hands a sandbox process its socket on.
 pub const SOCKET_FD: i32 = 3;
@@ -38,10 +40,15 @@ pub fn ignore_file_size_signal() {
 }
 
 /// The first step, on the only thread: closes every descriptor but 0–2 and
-/// the socket, enters a new network namespace (a fresh one has only a
-/// loopback that is down), lowers the rlimits, drops every capability, and
-/// applies Landlock (which sets `no_new_privs` too).
-pub fn before_threads(init: &Init) -> Report {
+/// the socket, lets the engines open what they must before confinement
+/// (`open_early`: the page tracking, [`PageTracking`]), enters a new network
+/// namespace (a fresh one has only a loopback that is down), lowers the
+/// rlimits, drops every capability, and applies Landlock (which sets
+/// `no_new_privs` too).
+pub fn before_threads(
+    init: &Init,
+    open_early: impl FnOnce() -> Result<String, String>,
+) -> (Report, PageTracking) {
     let mut report = Report::default();
     // SAFETY: close_range only closes descriptors; nothing in this process uses them.
     let closed = unsafe {
@@ -63,6 +70,8 @@ pub fn before_threads(init: &Init) -> Report {
         "environment",
         Ok("empty but the artifact paths".to_string()),
     );
+    let (opened, tracking) = PageTracking::open(open_early);
+    report.record("page_tracking", opened);
     let namespace = network_namespace();
     let own_user_namespace = namespace
         .as_ref()
@@ -85,7 +94,7 @@ pub fn before_threads(init: &Init) -> Report {
     let (landlock, nnp) = landlock(init);
     report.record("landlock", landlock);
     report.record("no_new_privs", nnp);
-    report
+    (report, tracking)
 }
 
 /// A new network namespace: as root directly, else inside a new user namespace.

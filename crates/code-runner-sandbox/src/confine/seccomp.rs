@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::PageTracking;
 use crate::protocol::Report;
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -13,8 +14,8 @@ use seccompiler::{
 /// The second step: the seccomp allowlist on every thread of the process.
 /// A syscall not on it fails with `EPERM` (`clone3` with `ENOSYS`, so the
 /// C library falls back to `clone`, whose flags are checked).
-pub fn seccomp(report: &mut Report) {
-    let result = filter().and_then(|program| {
+pub fn seccomp(report: &mut Report, tracking: &PageTracking) {
+    let result = filter(tracking).and_then(|program| {
         seccompiler::apply_filter_all_threads(&program).map_err(|err| err.to_string())
     });
     report.record(
@@ -182,7 +183,7 @@ const CLONE_NAMESPACES: u64 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWUTS
     | libc::CLONE_NEWCGROUP) as u64;
 
-fn filter() -> Result<BpfProgram, String> {
+fn filter(tracking: &PageTracking) -> Result<BpfProgram, String> {
     let err = |e: seccompiler::BackendError| e.to_string();
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         ALLOWED.iter().map(|nr| (*nr, Vec::new())).collect();
@@ -242,8 +243,9 @@ fn filter() -> Result<BpfProgram, String> {
     })
     .collect::<Result<Vec<_>, _>>()?;
     rules.insert(libc::SYS_prctl, prctl);
-    // ioctl: non-blocking and close-on-exec toggles, and the terminal query isatty makes.
-    let ioctl = [libc::FIONBIO, libc::FIOCLEX, libc::TCGETS, libc::FIONREAD]
+    // ioctl: non-blocking and close-on-exec toggles, and the terminal query
+    // isatty makes; and the page tracking's two, each on its own descriptor.
+    let mut ioctl = [libc::FIONBIO, libc::FIOCLEX, libc::TCGETS, libc::FIONREAD]
         .into_iter()
         .map(|op| {
             SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, op)
@@ -251,6 +253,7 @@ fn filter() -> Result<BpfProgram, String> {
                 .map_err(err)
         })
         .collect::<Result<Vec<_>, _>>()?;
+    ioctl.extend(tracking.ioctl_rules()?);
     rules.insert(libc::SYS_ioctl, ioctl);
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(err)?;
     let filter = SeccompFilter::new(

@@ -16,7 +16,7 @@ use crate::runtimes::loading::load_python;
 /// Serves as a sandbox process until the worker closes the socket.
 pub fn main() -> ExitCode {
     crate::edge::logging::init();
-    let code = code_runner_sandbox::child::main(load);
+    let code = code_runner_sandbox::child::main(code_runner_python::open_page_tracking, load);
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 

@@ -91,10 +91,7 @@ pub(crate) async fn load(
     let options = SandboxOptions {
         program,
         args: vec![SANDBOX_ROLE.to_string()],
-        env: vec![(
-            "CODE_RUNNER_CACHE_DIR".to_string(),
-            cache.display().to_string(),
-        )],
+        env: sandbox_env(&cache),
         processes,
         init: Init {
             python: PythonInit {
@@ -135,4 +132,18 @@ pub(crate) async fn load(
         typescript,
         sandbox: Some(pool),
     }
+}
+
+/// A sandbox process's whole environment: the cache it loads the artifacts
+/// from, and `CODE_RUNNER_WRITE_TRACKING=off` when the worker was told so
+/// (the process then opens no userfaultfd either).
+fn sandbox_env(cache: &Path) -> Vec<(String, String)> {
+    let mut env = vec![(
+        "CODE_RUNNER_CACHE_DIR".to_string(),
+        cache.display().to_string(),
+    )];
+    if std::env::var("CODE_RUNNER_WRITE_TRACKING").as_deref() == Ok("off") {
+        env.push(("CODE_RUNNER_WRITE_TRACKING".to_string(), "off".to_string()));
+    }
+    env
 }

@@ -138,9 +138,58 @@ async fn a_confined_process_is_refused_socket_execve_and_host_files() {
             "{attempt} ({results:?})"
         );
     }
+    assert_page_tracking_is_narrow(&results);
     // The worker (here, this test process) kept its limits.
     assert_eq!(nofile(), before);
     assert!(!std::path::Path::new("/tmp/code-runner-sandbox-probe").exists());
+}
+
+/// The page tracking a sandbox process opened before confinement (its page
+/// map and userfaultfd) passes the filter with one request on each
+/// descriptor: that request there reaches the kernel (which refuses the
+/// probe's null argument, `EFAULT`), and anything else is refused by the
+/// filter (`EPERM`): a new userfaultfd, another request on it, the request
+/// on another descriptor. Where this process can open the page tracking
+/// (kernel 6.7+, a userfaultfd allowed), the sandbox process must have too.
+fn assert_page_tracking_is_narrow(results: &std::collections::BTreeMap<String, String>) {
+    let answer = |key: &str| results.get(key).map(String::as_str).unwrap_or("missing");
+    assert!(
+        answer("userfaultfd_open").contains("os error 1)"),
+        "userfaultfd_open: {results:?}"
+    );
+    let here = code_runner_python::open_page_tracking();
+    let tracked = here
+        .as_deref()
+        .is_ok_and(|what| what.contains("userfaultfd open"));
+    if !tracked {
+        tracing::warn!(
+            "no write tracking in this process ({here:?}): only the refusals are checked"
+        );
+    }
+    let mut checked = 0;
+    for (key, through) in [
+        ("uffd_register_own", true),
+        ("uffd_copy", false),
+        ("uffd_register_elsewhere", false),
+        ("pagemap_scan_own", true),
+        ("pagemap_scan_elsewhere", false),
+    ] {
+        let Some(got) = results.get(key) else {
+            assert!(
+                !tracked,
+                "{key} missing though tracking opens here: {results:?}"
+            );
+            continue;
+        };
+        let errno = if through {
+            "os error 14)"
+        } else {
+            "os error 1)"
+        };
+        assert!(got.contains(errno), "{key}: {got} ({results:?})");
+        checked += 1;
+    }
+    assert!(!tracked || checked == 5, "{results:?}");
 }
 
 /// This process's `RLIMIT_NOFILE`: (soft, hard).

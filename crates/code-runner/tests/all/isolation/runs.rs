@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::{processes, sandboxed};
+use super::{processes, sandboxed, sandboxed_in};
 use crate::helpers::lang::{LANGS, pick, two_plus_two};
 use crate::helpers::{REGISTER, RUN, Server, TIMEOUT};
 
@@ -136,4 +136,44 @@ async fn registered_functions_run_in_sandbox_processes() {
     let id = body["result"].as_str().expect("the id").to_string();
     let body = server.call(&id, json!({"n": 21})).await.ok().clone();
     assert_eq!(body, json!(42));
+}
+
+/// Python one-shots in one sandbox process never see what an earlier one
+/// wrote, now that its slots reset with write tracking there too (the page
+/// map and userfaultfd opened before confinement): each run finds `sys`
+/// as the snapshot left it, then marks it, writes megabytes, and one run in
+/// five grows memory past the image. Where this process can track writes,
+/// the sandbox process must report that it does.
+#[tokio::test(flavor = "multi_thread")]
+async fn python_one_shots_in_a_sandbox_process_never_see_an_earlier_ones_writes() {
+    let server = sandboxed_in(1, "").await;
+    let here = code_runner_python::open_page_tracking();
+    let tracking = super::isolation(&server).await["confinement"]["applied"]["page_tracking"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    if here
+        .as_deref()
+        .is_ok_and(|w| w.contains("userfaultfd open"))
+    {
+        assert!(tracking.contains("userfaultfd open"), "{tracking:?}");
+    } else {
+        tracing::warn!(
+            "no write tracking here ({here:?}): the resets checked are the untracked ones"
+        );
+    }
+    for run in 0..40 {
+        let mib = if run % 5 == 4 { 48 } else { 3 };
+        let code = format!(
+            "import sys\nseen = getattr(sys, 'left_by', None)\nsys.left_by = {run}\n\
+             blob = bytearray(b'\\xa5') * ({mib} << 20)\nresult = seen"
+        );
+        let body = server.run_in("python", &code).await.ok().clone();
+        assert_eq!(body["exit_code"], json!(0), "run {run}: {body}");
+        assert_eq!(
+            body["result"],
+            json!(null),
+            "run {run} saw an earlier run's mark: {body}"
+        );
+    }
 }

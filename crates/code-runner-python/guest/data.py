@@ -76,10 +76,17 @@ _warm_up()
 
 def _reseed_numpy():
     # numpy's legacy global RandomState was seeded in the snapshot: reseed it
-    # from fresh entropy per instance, as `random` is.
+    # from fresh entropy per instance, as `random` is. `numpy.random.seed()`
+    # derives the 624-word MT19937 key from 128 bits through a SeedSequence,
+    # which was a quarter of a data one-shot's CPU; this fills the key from
+    # the OS directly (every word fresh), with its first word 0x80000000 as
+    # numpy's legacy seeding sets it (never an all-zero state), and resets
+    # the cached gaussian as `seed()` does.
     numpy = _sys.modules.get("numpy")
     if numpy is not None:
-        numpy.random.seed()
+        key = numpy.frombuffer(_os.urandom(624 * 4), dtype=numpy.uint32).copy()
+        key[0] = 0x80000000
+        numpy.random.set_state(("MT19937", key, 624, 0, 0.0))
 
 
 _instance_hooks.append(_reseed_numpy)

@@ -170,10 +170,14 @@ async fn a_kept_runtime_imports_numpy_in_its_fifth_turn() {
 }
 
 /// Every instance reseeds `random` and numpy's global RNG: two one-shots
-/// draw different numbers though they start from one snapshot.
+/// draw different numbers though they start from one snapshot. numpy's
+/// MT19937 starts each instance from a fresh key as its legacy seeding
+/// shapes one (first word 0x80000000, position 624: the first draw twists).
 #[tokio::test(flavor = "multi_thread")]
 async fn each_instance_reseeds_random_and_numpy() {
-    let program = "import random, numpy as np\nresult = [random.random(), float(np.random.rand())]";
+    let program = "import random, numpy as np\nst = np.random.get_state()\n\
+        result = [random.random(), float(np.random.rand()), st[0], int(st[2]), int(st[1][0]), \
+        [int(w) for w in st[1][1:9]], int(st[3])]";
     let a = value(&one_shot(program).await);
     let b = value(&one_shot(program).await);
     assert_ne!(a[0], b[0], "random is reseeded per instance");
@@ -181,6 +185,13 @@ async fn each_instance_reseeds_random_and_numpy() {
         a[1], b[1],
         "numpy's global RandomState is reseeded per instance"
     );
+    for state in [&a, &b] {
+        assert_eq!(state[2], json!("MT19937"), "{state}");
+        assert_eq!(state[3], json!(624), "{state}");
+        assert_eq!(state[4], json!(0x8000_0000u32), "{state}");
+        assert_eq!(state[6], json!(0), "no cached gaussian: {state}");
+    }
+    assert_ne!(a[5], b[5], "each key is fresh: {a} {b}");
 }
 
 /// A numpy allocation past the runtime's memory ends the turn as

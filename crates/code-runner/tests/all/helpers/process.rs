@@ -51,7 +51,18 @@ impl ServeProcess {
 
     /// As [`ServeProcess::spawn`], with more `serve` flags.
     pub fn spawn_with(data_dir: &Path, config: Option<&Path>, flags: &[&str]) -> ServeProcess {
+        ServeProcess::spawn_with_env(data_dir, config, flags, &[])
+    }
+
+    /// As [`ServeProcess::spawn_with`], with more environment variables.
+    pub fn spawn_with_env(
+        data_dir: &Path,
+        config: Option<&Path>,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> ServeProcess {
         let mut command = binary();
+        command.envs(env.iter().copied());
         command
             .arg("serve")
             .arg("--listen")

@@ -5,6 +5,7 @@ use std::time::Duration;
 use code_runner_sandbox::{Init, Pool, PythonInit, SandboxOptions};
 
 use super::{isolation, sandboxed, status_field, wait_for_processes};
+use crate::helpers::ServeProcess;
 use crate::helpers::lang::{LANGS, pick};
 use crate::helpers::tempdir;
 
@@ -49,6 +50,79 @@ async fn sandbox_processes_are_confined_as_proc_shows() {
             "{layer}: {report}"
         );
     }
+}
+
+/// `CODE_RUNNER_WRITE_TRACKING=off` on the worker reaches its sandbox
+/// processes (the one variable passed besides the cache's path): they open
+/// the page map only, no userfaultfd, say so in `/healthz`, and still run.
+#[tokio::test(flavor = "multi_thread")]
+async fn write_tracking_off_reaches_the_sandbox_processes() {
+    let data = tempdir();
+    let serve = ServeProcess::spawn_with_env(
+        data.path(),
+        None,
+        &["--isolation", "process"],
+        &[("CODE_RUNNER_WRITE_TRACKING", "off")],
+    );
+    let client = reqwest::Client::new();
+    let mut health = serde_json::Value::Null;
+    for _ in 0..600 {
+        health = client
+            .get(format!("{}/healthz", serve.url))
+            .send()
+            .await
+            .expect("healthz")
+            .json()
+            .await
+            .expect("healthz is JSON");
+        let processes = health["engines"]["isolation"]["processes"].as_array();
+        if processes.is_some_and(|p| p.len() == 2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let isolation = &health["engines"]["isolation"];
+    let confinement = &isolation["confinement"];
+    let tracking = confinement["applied"]["page_tracking"]
+        .as_str()
+        .or(confinement["not_applied"]["page_tracking"].as_str())
+        .unwrap_or("missing");
+    assert!(
+        tracking.contains("write tracking off") || tracking.starts_with("no PAGEMAP_SCAN"),
+        "{tracking}: {health}"
+    );
+    let pids: Vec<u64> = isolation["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .filter_map(|p| p["pid"].as_u64())
+        .collect();
+    assert_eq!(pids.len(), 2, "{health}");
+    for pid in pids {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let off = environ
+            .split(|b| *b == 0)
+            .any(|v| v == b"CODE_RUNNER_WRITE_TRACKING=off");
+        assert!(off, "pid {pid}: {}", String::from_utf8_lossy(&environ));
+        for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).expect("its descriptors") {
+            let target = std::fs::read_link(fd.expect("an entry").path()).unwrap_or_default();
+            assert_ne!(
+                target.to_string_lossy(),
+                "anon_inode:[userfaultfd]",
+                "pid {pid} opened a userfaultfd"
+            );
+        }
+    }
+    let answer: serde_json::Value = client
+        .post(format!("{}/v1/call/code-runner::run", serve.url))
+        .json(&serde_json::json!({"lang": "python", "code": "result = 2 + 2"}))
+        .send()
+        .await
+        .expect("run")
+        .json()
+        .await
+        .expect("a JSON answer");
+    assert_eq!(answer["result"], serde_json::json!(4), "{answer}");
 }
 
 /// From inside: guest code cannot reach the host's files, and a python

@@ -732,8 +732,8 @@ const makeFetch = (core, { encodeUtf8, setTimer, reportUncaught, opCall, opWait,
   return {
     globals,
     /** Called by `install` with the namespace name holding `fetch` (or null when none does). */
-    setBinding: (namespace) => {
+    setBinding: (function setBinding(namespace) {
       binding = namespace;
-    },
+    }),
   };
 };

@@ -124,10 +124,10 @@ const installLimits = (core, globalThis) => {
   guardBuffer(ArrayBuffer, "ArrayBuffer");
   // V8 installs SharedArrayBuffer into each context it deserializes, after
   // the snapshot: each booted isolate calls this before guest code runs.
-  const guardShared = () => {
+  const guardShared = (function guardShared() {
     const Shared = globalThis.SharedArrayBuffer;
     if (typeof Shared === "function" && call(MapGet, nativeText, Shared) === undefined) guardBuffer(Shared, "SharedArrayBuffer");
-  };
+  });
 
   // `transfer()` of a resizable buffer hands its reservation to the new one.
   const ArrayBufferProto = ArrayBuffer.prototype;

@@ -42,6 +42,7 @@ mod fs;
 pub mod guest_policy;
 pub mod json;
 mod settle;
+pub mod threads;
 pub mod wire;
 
 pub use bindings::{

@@ -62,7 +62,6 @@ mod runtime;
 mod session;
 #[cfg(test)]
 mod slot_reset_tests;
-mod threads;
 pub mod work_quota;
 
 use std::path::{Path, PathBuf};
@@ -95,6 +94,9 @@ const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// Native stack for a runtime thread; above `MAX_WASM_STACK` so that a deep
 /// guest recursion traps instead of overflowing the host stack.
 pub(crate) const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
+/// The engine threads runtimes run on, reused from one runtime to the next.
+static THREADS: code_runner_core::threads::EngineThreads =
+    code_runner_core::threads::EngineThreads::new("code-runner-python", THREAD_STACK_BYTES);
 /// Wasm stack ceiling: deep enough for CPython's default recursion limit.
 pub(crate) const MAX_WASM_STACK: usize = 8 * 1024 * 1024;
 /// Largest table a guest may grow to.

@@ -1,4 +1,4 @@
-//! A python runtime: an engine thread (from [`crate::threads`], its own for
+//! A python runtime: an engine thread (from [`crate::THREADS`], its own for
 //! the runtime's life) owning one wasmtime `Store` (the
 //! lean flavour's `session`, the data flavour's `data::session`), started by
 //! [`PythonEngine::boot`], and [`PythonRuntime`], the handle the seam holds:
@@ -56,11 +56,12 @@ impl PythonEngine {
             runtime,
             slot,
         };
-        crate::threads::spawn(Box::new(move || {
-            thread_main(boot, receiver, ready_tx);
-            let _ = exited_tx.send(());
-        }))
-        .map_err(|err| RunnerError::engine(format!("cannot start a runtime thread: {err}")))?;
+        crate::THREADS
+            .spawn(Box::new(move || {
+                thread_main(boot, receiver, ready_tx);
+                let _ = exited_tx.send(());
+            }))
+            .map_err(|err| RunnerError::engine(format!("cannot start a runtime thread: {err}")))?;
         let runtime = PythonRuntime {
             commands: Mutex::new(Some(commands)),
             link,

@@ -82,6 +82,14 @@ use watchdog::Watch;
 /// about 3.4 KiB each, four times what [`strip::MAX_NESTING`] lets through.
 /// Reserved, not committed: untouched pages cost nothing.
 const THREAD_STACK_BYTES: usize = 32 << 20;
+/// The threads runtimes run on, reused from one runtime to the next (an
+/// isolate is made and disposed of on its thread; the thread outlives it).
+/// What a thread keeps between isolates: our `codegen` limit, set again at
+/// every boot, and deno_core's thread-locals, a scratch string buffer and
+/// the `v8::Eternal`s of its webidl sequence converter, which would point
+/// into a disposed isolate; no op of ours takes a `#[webidl]` argument.
+static THREADS: code_runner_core::threads::EngineThreads =
+    code_runner_core::threads::EngineThreads::new("code-runner-v8", THREAD_STACK_BYTES);
 /// Turns that may wait in a runtime's channel before senders wait too.
 const CHANNEL_DEPTH: usize = 64;
 
@@ -171,12 +179,10 @@ impl V8Engine {
             host,
             watch: watch.clone(),
         };
-        std::thread::Builder::new()
-            .name("code-runner-v8".into())
-            .stack_size(THREAD_STACK_BYTES)
-            .spawn(move || {
+        THREADS
+            .spawn(Box::new(move || {
                 thread::thread_main(boot, receiver, ready_tx, stopped_tx);
-            })
+            }))
             .map_err(|err| RunnerError::engine(format!("cannot start a runtime thread: {err}")))?;
         let runtime = V8Runtime {
             lang: self.lang,

@@ -534,11 +534,12 @@ fn tracking() -> wasmtime::Enabled {
 /// Neither could be opened here (the kernel, or a container's policy).
 pub fn open_page_tracking() -> Result<String, String> {
     let scan = wasmtime::PoolingAllocationConfig::is_pagemap_scan_available();
-    let write_tracking = matches!(tracking(), wasmtime::Enabled::Auto)
+    let wanted = tracking();
+    let write_tracking = matches!(wanted, wasmtime::Enabled::Auto)
         && wasmtime::PoolingAllocationConfig::is_pagemap_write_tracking_available();
     match (scan, write_tracking) {
         (true, true) => Ok("page map and write-tracking userfaultfd open".to_string()),
-        (true, false) => Ok(match tracking() {
+        (true, false) => Ok(match wanted {
             wasmtime::Enabled::No => {
                 "page map open; write tracking off (CODE_RUNNER_WRITE_TRACKING=off)"
             }

@@ -35,6 +35,7 @@ mod bindings;
 pub mod caps;
 mod code_runtime;
 mod config;
+pub mod cpu;
 mod engine;
 mod error;
 pub mod files;

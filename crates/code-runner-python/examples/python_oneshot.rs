@@ -12,6 +12,7 @@
 
 use std::time::{Duration, Instant};
 
+use code_runner_core::cpu::ProcessCpu;
 use code_runner_core::{
     AbortSignal, Bindings, Completion, Engine, RuntimeOptions, Task, TurnEnding, TurnSpec,
 };
@@ -52,21 +53,6 @@ async fn one_shot(
     }
 }
 
-/// (user ms, kernel ms, minor faults) of this process so far, from `/proc/self/stat`.
-fn usage() -> (f64, f64, u64) {
-    let text = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = text.rsplit_once(") ").map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let num = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // After ") ": state is stat(5)'s field 3, so minflt (10) is 7, utime (14) 11, stime (15) 12.
-    (num(11) as f64 * 10.0, num(12) as f64 * 10.0, num(7))
-}
-
 /// (Rss, Private_Dirty) of this process in KiB.
 fn memory_kib() -> (u64, u64) {
     let text = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
@@ -90,7 +76,7 @@ struct Load {
 
 /// `runs` one-shots from `clients` tasks at once: the figures of one line.
 async fn load(engine: &PythonEngine, clients: usize, runs: usize) -> anyhow::Result<Load> {
-    let (user, kernel, faults) = usage();
+    let before = ProcessCpu::now();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..clients {
@@ -111,16 +97,16 @@ async fn load(engine: &PythonEngine, clients: usize, runs: usize) -> anyhow::Res
         walls.extend(task.await??);
     }
     let seconds = started.elapsed().as_secs_f64();
-    let (user2, kernel2, faults2) = usage();
+    let spent = ProcessCpu::now().since(&before);
     let done = walls.len() as f64;
     walls.sort();
     let at = |p: f64| walls[((walls.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e3;
     let (rss, dirty) = memory_kib();
-    let (user, kernel) = ((user2 - user) / done, (kernel2 - kernel) / done);
+    let (user, kernel, faults) = spent.per(walls.len());
     let figures = Load {
         cpu_ms: user + kernel,
-        kernel_percent: 100.0 * kernel / (user + kernel).max(1e-9),
-        faults: (faults2 - faults) as f64 / done,
+        kernel_percent: spent.kernel_percent(),
+        faults,
     };
     println!(
         "{clients:>2} clients: {:>5.0} runs/s, p50 {:.2} ms p99 {:.2} ms, user {user:.2} + kernel {kernel:.2} ms CPU per run ({:.0} % kernel), {:.0} minor faults per run; Rss {} MiB, Private_Dirty {} MiB",
@@ -147,13 +133,12 @@ async fn kept_turns(engine: &PythonEngine, runs: usize) -> anyhow::Result<f64> {
     for _ in 0..20 {
         runtime.run(spec("result = 2 + 2")).await;
     }
-    let (user, kernel, _) = usage();
+    let before = ProcessCpu::now();
     for _ in 0..runs {
         runtime.run(spec("result = 2 + 2")).await;
     }
-    let (user2, kernel2, _) = usage();
+    let per_turn = ProcessCpu::now().since(&before).cpu_ms() / runs as f64;
     runtime.close().await;
-    let per_turn = ((user2 - user) + (kernel2 - kernel)) / runs as f64;
     println!("kept turn: {per_turn:.2} ms CPU per turn (one runtime, {runs} turns)");
     Ok(per_turn)
 }
@@ -180,7 +165,8 @@ async fn measure(choice: Interpreter, runs: usize) -> anyhow::Result<Flavour> {
     for clients in [1, 4, 16] {
         at.push(load(&engine, clients, runs.max(clients)).await?);
     }
-    let kept_ms = kept_turns(&engine, runs.min(2000)).await?;
+    // At least 3 000: a turn is ~0.1 ms, and fewer swung by half between runs.
+    let kept_ms = kept_turns(&engine, runs.clamp(3000, 5000)).await?;
     Ok(Flavour {
         at: [at[0], at[1], at[2]],
         kept_ms,

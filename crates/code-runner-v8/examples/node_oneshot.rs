@@ -14,26 +14,11 @@
 
 use std::time::{Duration, Instant};
 
+use code_runner_core::cpu::ProcessCpu;
 use code_runner_core::{
     AbortSignal, Bindings, Completion, Engine, RuntimeOptions, Task, TurnEnding, TurnSpec,
 };
 use code_runner_v8::V8Engine;
-
-/// Process CPU so far, (user ms, kernel ms), from `/proc/self/stat`.
-fn cpu_ms() -> (f64, f64) {
-    let text = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let rest = text.rsplit_once(") ").map_or("", |(_, rest)| rest);
-    let ticks: Vec<f64> = rest
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .map(|f| f.parse().unwrap_or(0.0))
-        .collect();
-    match ticks[..] {
-        [user, kernel] => (user * 10.0, kernel * 10.0),
-        _ => (0.0, 0.0),
-    }
-}
 
 /// Boots a runtime, runs `program` in it (unless `None`) and closes it.
 async fn one_shot(
@@ -80,7 +65,7 @@ async fn load(
     runs: usize,
     program: Option<&str>,
 ) -> anyhow::Result<f64> {
-    let (user, kernel) = cpu_ms();
+    let before = ProcessCpu::now();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..clients {
@@ -102,7 +87,7 @@ async fn load(
         walls.extend(task.await??);
     }
     let seconds = started.elapsed().as_secs_f64();
-    let (user2, kernel2) = cpu_ms();
+    let (user, kernel, _) = ProcessCpu::now().since(&before).per(walls.len());
     let done = walls.len() as f64;
     walls.sort();
     let at = |p: f64| walls[((walls.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e3;
@@ -116,10 +101,10 @@ async fn load(
         done / seconds,
         at(0.5),
         at(0.99),
-        (user2 - user) / done,
-        (kernel2 - kernel) / done,
+        user,
+        kernel,
     );
-    Ok(((user2 - user) + (kernel2 - kernel)) / done)
+    Ok(user + kernel)
 }
 
 /// The floor: CPU per plain V8 isolate with one context, and per bare
@@ -127,19 +112,17 @@ async fn load(
 /// times: their CPU ms each.
 fn floor(runs: usize) -> (f64, f64) {
     let measure = |what: &str, make: &dyn Fn()| {
-        let (user, kernel) = cpu_ms();
+        let before = ProcessCpu::now();
         let started = Instant::now();
         for _ in 0..runs {
             make();
         }
-        let (user2, kernel2) = cpu_ms();
+        let (user, kernel, _) = ProcessCpu::now().since(&before).per(runs);
         println!(
-            "{what:<34} {:.2} ms wall, user {:.2} + kernel {:.2} ms CPU each",
+            "{what:<34} {:.2} ms wall, user {user:.2} + kernel {kernel:.2} ms CPU each",
             started.elapsed().as_secs_f64() * 1e3 / runs as f64,
-            (user2 - user) / runs as f64,
-            (kernel2 - kernel) / runs as f64,
         );
-        ((user2 - user) + (kernel2 - kernel)) / runs as f64
+        user + kernel
     };
     let isolate = measure("floor: a V8 isolate and context", &|| {
         let mut isolate = v8::Isolate::new(v8::CreateParams::default());

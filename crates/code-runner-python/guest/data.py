@@ -81,12 +81,15 @@ def _reseed_numpy():
     # which was a quarter of a data one-shot's CPU; this fills the key from
     # the OS directly (every word fresh), with its first word 0x80000000 as
     # numpy's legacy seeding sets it (never an all-zero state), and resets
-    # the cached gaussian as `seed()` does.
+    # the cached gaussian as `seed()` does. The key is a memoryview of the
+    # bytes: the state setter copies it word by word, and a memoryview's
+    # words are plain ints, where an ndarray's are numpy scalars (half the
+    # setter's time).
     numpy = _sys.modules.get("numpy")
     if numpy is not None:
-        key = numpy.frombuffer(_os.urandom(624 * 4), dtype=numpy.uint32).copy()
-        key[0] = 0x80000000
-        numpy.random.set_state(("MT19937", key, 624, 0, 0.0))
+        raw = bytearray(_os.urandom(624 * 4))
+        raw[:4] = (0x80000000).to_bytes(4, _sys.byteorder)
+        numpy.random.set_state(("MT19937", memoryview(raw).cast("I"), 624, 0, 0.0))
 
 
 _instance_hooks.append(_reseed_numpy)

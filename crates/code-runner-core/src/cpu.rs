@@ -55,12 +55,8 @@ impl ProcessCpu {
         let rest = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
         let fields: Vec<&str> = rest.split_whitespace().collect();
         let field = |i: usize| fields.get(i).and_then(|f| f.parse().ok()).unwrap_or(0);
-        let exact = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
         ProcessCpu {
-            exact_ns: u64::try_from(exact.tv_sec)
-                .unwrap_or(0)
-                .saturating_mul(1_000_000_000)
-                .saturating_add(u64::try_from(exact.tv_nsec).unwrap_or(0)),
+            exact_ns: crate::engine::clock_ns(rustix::time::ClockId::ProcessCPUTime),
             user_ticks: field(11),
             kernel_ticks: field(12),
             minor_faults: field(7),

@@ -314,7 +314,12 @@ pub struct TurnUsage {
 
 /// CPU time the calling thread has used so far (`CLOCK_THREAD_CPUTIME_ID`).
 pub fn thread_cpu_ns() -> u64 {
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    clock_ns(rustix::time::ClockId::ThreadCPUTime)
+}
+
+/// `clock`'s reading in nanoseconds.
+pub(crate) fn clock_ns(clock: rustix::time::ClockId) -> u64 {
+    let now = rustix::time::clock_gettime(clock);
     u64::try_from(now.tv_sec)
         .unwrap_or(0)
         .saturating_mul(1_000_000_000)

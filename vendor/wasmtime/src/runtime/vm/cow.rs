@@ -5,7 +5,7 @@ use super::sys::DecommitBehavior;
 use crate::Engine;
 use crate::prelude::*;
 use crate::runtime::vm::mpk::ProtectionKey;
-use crate::runtime::vm::sys::vm::{self, MemoryImageSource, PageMap, reset_with_pagemap};
+use crate::runtime::vm::sys::vm::{self, KeptPages, MemoryImageSource, PageMap, reset_with_pagemap};
 use crate::runtime::vm::{
     HostAlignedByteCount, MmapOffset, ModuleMemoryImageSource, host_page_size,
 };
@@ -355,6 +355,10 @@ pub struct MemoryImageSlot {
 
     /// Tracked resets of this slot since its registration.
     resets: u32,
+
+    /// The pages this slot's tracked resets keep resident (`None` until the
+    /// first reset after a registration, which resets it the full way).
+    kept: Option<KeptPages>,
 }
 
 impl fmt::Debug for MemoryImageSlot {
@@ -392,6 +396,7 @@ impl MemoryImageSlot {
             pkey,
             tracked: false,
             resets: 0,
+            kept: None,
         }
     }
 
@@ -620,6 +625,7 @@ impl MemoryImageSlot {
                 // mapping.
                 self.tracked = unsafe { pagemap.track_writes(base, self.static_size) };
                 self.resets = 0;
+                self.kept = None;
             }
             if self.tracked {
                 let protect_again = pagemap.protects_on(self.resets);
@@ -633,6 +639,7 @@ impl MemoryImageSlot {
                             self.accessible,
                             keep_resident,
                             protect_again,
+                            &mut self.kept,
                             |region| manually_reset_region(base.addr(), image, region),
                             decommit,
                         ),
@@ -641,6 +648,7 @@ impl MemoryImageSlot {
                             self.accessible,
                             keep_resident,
                             protect_again,
+                            &mut self.kept,
                             |region| region.fill(0),
                             decommit,
                         ),

@@ -4,6 +4,11 @@ use core::slice;
 #[derive(Debug)]
 pub enum PageMap {}
 
+/// What a tracked reset counts of a slot's resident pages; nothing here, where
+/// there is no write tracking.
+#[derive(Debug, Default)]
+pub struct KeptPages;
+
 impl PageMap {
     #[allow(dead_code, reason = "not used on linux64")]
     pub fn new() -> Option<PageMap> {
@@ -37,6 +42,7 @@ impl PageMap {
         _len: HostAlignedByteCount,
         _keep_resident: HostAlignedByteCount,
         _protect_again: bool,
+        _kept: &mut Option<KeptPages>,
         _reset_manually: impl FnMut(&mut [u8]),
         _decommit: impl FnMut(*mut u8, usize),
     ) -> (usize, bool) {

@@ -180,26 +180,32 @@ impl PageMap {
 
     /// Resets `ptr` for `len` bytes, registered with [`PageMap::track_writes`],
     /// the way [`reset_with_pagemap`] does, but copying back only the pages
-    /// written since the previous reset. Returns the bytes still resident and
-    /// whether the range is still tracked (when not, this reset fell back to
-    /// [`reset_with_pagemap`] where needed, and the caller should register the
-    /// range again before trusting the next reset to tracking).
+    /// written since the previous reset. `kept` is the slot's count of the
+    /// pages its resets keep resident: `None` after a registration, and set to
+    /// `None` again when this reset could not track (then the caller should
+    /// register the range again before trusting the next reset to tracking).
+    /// Returns the bytes still resident and whether the range is still
+    /// tracked.
     ///
     /// With asynchronous write protection, the kernel reports a page as
     /// `WRITTEN` until it is write-protected again, and a write to a protected
-    /// page lifts the protection before it lands. This function:
+    /// page lifts the protection before it lands. The first reset after a
+    /// registration ([`PageMap::reset_resident`]) sees every page as written
+    /// and resets the slot as [`reset_with_pagemap`] does, then protects every
+    /// page it leaves in place; from then on a reset needs to look only at the
+    /// pages written since ([`PageMap::reset_written`]), which the kernel
+    /// finds several times faster than a scan that tells resident private
+    /// pages apart (a walk that returns only `WRITTEN` takes its fast path).
+    /// What that scan no longer sees, the resident pages nobody wrote, `kept`
+    /// counts, so the budget still bounds them.
     ///
-    /// 1. scans the range for resident private pages (present, or in swap and
-    ///    written: neither file nor zero pages, which hold the pristine
-    ///    contents), charging every one to `keep_resident` as
-    ///    [`reset_with_pagemap`] does, and passes those `WRITTEN` to
-    ///    `reset_manually`; once the budget is spent the rest of the range is
-    ///    passed to `decommit`. A page neither present nor written (a
-    ///    protection marker left where a protected page was dropped, or a
-    ///    clean page in swap) holds pristine contents and is not resident.
-    /// 2. write-protects the pages it copied back again ([`Protect`]), once
-    ///    they hold their pristine contents, so a page that later reads as not
-    ///    written still holds them.
+    /// A page reads as not written only if it carries the write-protect bit
+    /// (or a marker where it is not present), and this reset protects only
+    /// pages that hold their pristine contents at that moment: pages it copied
+    /// back, pages it dropped (the image's or zero again), and pages no scan
+    /// reported as written. A page read as written that holds pristine
+    /// contents anyway (one dropped from the anonymous part loses its marker)
+    /// costs a copy or a drop, never isolation.
     ///
     /// The scans ask the kernel to fail if any part of the range is not
     /// registered for asynchronous write protection (`PM_SCAN_CHECK_WPASYNC`);
@@ -211,29 +217,90 @@ impl PageMap {
     ///
     /// # Safety
     ///
-    /// Requires that `ptr` is valid to read and write for `len` bytes, and that
-    /// nothing else writes to it during the call.
+    /// Requires that `ptr` is valid to read and write for `len` bytes, that
+    /// nothing else writes to it during the call, and that `kept` is this
+    /// range's, as the previous reset left it.
     pub unsafe fn reset_tracked(
         &self,
         ptr: *mut u8,
         len: HostAlignedByteCount,
         keep_resident: HostAlignedByteCount,
         protect_again: bool,
+        kept: &mut Option<KeptPages>,
         mut reset_manually: impl FnMut(&mut [u8]),
         mut decommit: impl FnMut(*mut u8, usize),
     ) -> (usize, bool) {
-        const MAX_REGIONS: usize = 64;
+        let (bytes_resident, tracked) = match kept {
+            // SAFETY: as this function's.
+            Some(pages) => unsafe {
+                self.reset_written(
+                    ptr,
+                    len,
+                    keep_resident,
+                    protect_again,
+                    pages,
+                    &mut reset_manually,
+                    &mut decommit,
+                )
+            },
+            None => {
+                let mut pages = KeptPages::default();
+                // SAFETY: as this function's.
+                let reset = unsafe {
+                    self.reset_resident(
+                        ptr,
+                        len,
+                        keep_resident,
+                        &mut pages,
+                        &mut reset_manually,
+                        &mut decommit,
+                    )
+                };
+                *kept = Some(pages);
+                reset
+            }
+        };
+        if !tracked {
+            *kept = None;
+        }
+        (bytes_resident, tracked)
+    }
+
+    /// The first reset after a registration:
+    ///
+    /// 1. scans the range for resident private pages (present, or in swap and
+    ///    written: neither file nor zero pages, which hold the pristine
+    ///    contents), charging every one to `keep_resident` as
+    ///    [`reset_with_pagemap`] does (and counting it in `kept`), and passes
+    ///    those `WRITTEN` to `reset_manually`; once the budget is spent the
+    ///    rest of the range is passed to `decommit`. A page neither present
+    ///    nor written (a protection marker left where a protected page was
+    ///    dropped, or a clean page in swap) holds pristine contents and is not
+    ///    resident.
+    /// 2. write-protects everything before the part given to `decommit`
+    ///    ([`Protect`]): every page there holds its pristine contents by then.
+    ///    The decommitted part is not protected (its pages are dropped only
+    ///    later, when the caller's queue is flushed); the next reset finds it
+    ///    as written and drops it again, then protects it.
+    ///
+    /// # Safety
+    ///
+    /// As [`PageMap::reset_tracked`].
+    unsafe fn reset_resident(
+        &self,
+        ptr: *mut u8,
+        len: HostAlignedByteCount,
+        keep_resident: HostAlignedByteCount,
+        kept: &mut KeptPages,
+        reset_manually: &mut impl FnMut(&mut [u8]),
+        decommit: &mut impl FnMut(*mut u8, usize),
+    ) -> (usize, bool) {
         let host_page_size = host_page_size();
         let mut storage = [MaybeUninit::uninit(); MAX_REGIONS];
         let end = ptr.addr() + len.byte_count();
         let mut cursor = ptr.cast_const();
         let mut budget = keep_resident.min(len).byte_count() / host_page_size;
         let mut bytes_resident = 0;
-        let mut protect = Protect {
-            pagemap: self.0,
-            span: None,
-            ok: true,
-        };
 
         'scan: while cursor.addr() < end {
             let scan_arg =
@@ -251,19 +318,7 @@ impl PageMap {
                 // with the same requirements.
                 Err(err) => unsafe {
                     log::warn!("failed tracked pagemap scan {err}");
-                    protect.flush();
-                    let tail_len = HostAlignedByteCount::new(end - cursor.addr())
-                        .expect("cursor stays page aligned");
-                    let tail_keep = HostAlignedByteCount::new(budget * host_page_size)
-                        .expect("page multiple");
-                    let tail = reset_with_pagemap(
-                        Some(&PageMap(self.0, None)),
-                        cursor.cast_mut(),
-                        tail_len,
-                        tail_keep,
-                        reset_manually,
-                        decommit,
-                    );
+                    let tail = self.reset_untracked(cursor, end, budget, reset_manually, decommit);
                     return (bytes_resident + tail, false);
                 },
             };
@@ -274,22 +329,21 @@ impl PageMap {
                     continue;
                 }
                 let pages = region.len() / host_page_size;
-                let kept = pages.min(budget) * host_page_size;
-                if written && kept > 0 {
+                let kept_here = pages.min(budget) * host_page_size;
+                if written && kept_here > 0 {
                     let start = region.start().cast_mut();
                     // SAFETY: the kernel reports regions within the range it
                     // was given, which is ours to write.
                     unsafe {
-                        reset_manually(&mut *ptr::slice_from_raw_parts_mut(start, kept));
-                    }
-                    if protect_again {
-                        protect.add(start.addr(), start.addr() + kept);
+                        reset_manually(&mut *ptr::slice_from_raw_parts_mut(start, kept_here));
                     }
                 }
-                bytes_resident += kept;
-                budget -= kept / host_page_size;
-                if kept < region.len() {
-                    cursor = region.start().wrapping_add(kept);
+                let first = (region.start().addr() - ptr.addr()) / host_page_size;
+                kept.insert(first..first + kept_here / host_page_size);
+                bytes_resident += kept_here;
+                budget -= kept_here / host_page_size;
+                if kept_here < region.len() {
+                    cursor = region.start().wrapping_add(kept_here);
                     break 'scan;
                 }
             }
@@ -302,23 +356,225 @@ impl PageMap {
             }
             cursor = walk_end;
         }
+        let mut protect = Protect::new(self.0);
+        if cursor.addr() > ptr.addr() {
+            protect.add(ptr.addr(), cursor.addr());
+            protect.flush();
+        }
         if cursor.addr() < end {
             decommit(cursor.cast_mut(), end - cursor.addr());
         }
-        protect.flush();
         (bytes_resident, protect.ok)
+    }
+
+    /// Every reset after the first: scans the range for the pages written
+    /// since they were last protected, and only those (the kernel's fast
+    /// path). Each one `kept` holds is passed to `reset_manually`; so is each
+    /// other one while `kept` stays within `keep_resident` (and it joins
+    /// `kept`). The rest are dropped at once (`MADV_DONTNEED`: the image's
+    /// pages or zeros again) and write-protected; the ones copied back are
+    /// protected again when `protect_again`.
+    ///
+    /// # Safety
+    ///
+    /// As [`PageMap::reset_tracked`].
+    unsafe fn reset_written(
+        &self,
+        ptr: *mut u8,
+        len: HostAlignedByteCount,
+        keep_resident: HostAlignedByteCount,
+        protect_again: bool,
+        kept: &mut KeptPages,
+        reset_manually: &mut impl FnMut(&mut [u8]),
+        decommit: &mut impl FnMut(*mut u8, usize),
+    ) -> (usize, bool) {
+        let host_page_size = host_page_size();
+        let mut storage = [MaybeUninit::uninit(); MAX_REGIONS];
+        let base = ptr.addr();
+        let end = base + len.byte_count();
+        let budget = keep_resident.min(len).byte_count() / host_page_size;
+        let at = |page: usize| base + page * host_page_size;
+        let mut cursor = ptr.cast_const();
+        let mut protect = Protect::new(self.0);
+        let mut tracked = true;
+
+        while cursor.addr() < end {
+            let scan_arg =
+                PageMapScanBuilder::new(ptr::slice_from_raw_parts(cursor, end - cursor.addr()))
+                    .flags(ScanFlags::CHECK_WPASYNC)
+                    .category_mask(Categories::WRITTEN)
+                    .return_mask(Categories::WRITTEN)
+                    .build(&mut storage);
+            // SAFETY: as in `reset_with_pagemap`.
+            let result = match unsafe { ioctl(&self.0, scan_arg) } {
+                Ok(result) => result,
+                // SAFETY: the rest of the range is this function's to reset,
+                // with the same requirements.
+                Err(err) => unsafe {
+                    log::warn!("failed tracked pagemap scan {err}");
+                    protect.flush();
+                    let budget = budget.saturating_sub(kept.count);
+                    let tail = self.reset_untracked(cursor, end, budget, reset_manually, decommit);
+                    return (kept.count * host_page_size + tail, false);
+                },
+            };
+            for region in result.regions() {
+                let first = (region.start().addr() - base) / host_page_size;
+                let last = first + region.len() / host_page_size;
+                let mut page = first;
+                while page < last {
+                    let was_kept = kept.contains(page);
+                    let run_end = kept.run_end(page, last, was_kept);
+                    let copied_end = if was_kept {
+                        run_end
+                    } else {
+                        let room = budget.saturating_sub(kept.count);
+                        let copied_end = page + (run_end - page).min(room);
+                        kept.insert(page..copied_end);
+                        copied_end
+                    };
+                    if page < copied_end {
+                        // SAFETY: the kernel reports regions within the range
+                        // it was given, which is ours to write.
+                        unsafe {
+                            reset_manually(&mut *ptr::slice_from_raw_parts_mut(
+                                at(page) as *mut u8,
+                                at(copied_end) - at(page),
+                            ));
+                        }
+                        if protect_again {
+                            protect.add(at(page), at(copied_end));
+                        }
+                    }
+                    if copied_end < run_end {
+                        let (start, len) = (at(copied_end), at(run_end) - at(copied_end));
+                        // SAFETY: these pages are ours, and dropping them
+                        // leaves the image's contents (or zeros) in their
+                        // place, which is what a reset wants.
+                        match unsafe {
+                            rustix::mm::madvise(
+                                start as *mut _,
+                                len,
+                                rustix::mm::Advice::LinuxDontNeed,
+                            )
+                        } {
+                            Ok(()) => protect.add(start, at(run_end)),
+                            Err(err) => {
+                                log::warn!("failed to drop pages of a reset memory {err}");
+                                // Left to the caller's queue, not protected
+                                // (nor the pages between them and the next
+                                // span), and the next reset starts over.
+                                protect.flush();
+                                decommit(start as *mut u8, len);
+                                tracked = false;
+                            }
+                        }
+                    }
+                    page = run_end;
+                }
+            }
+            let walk_end = result.walk_end();
+            if result.regions().len() < MAX_REGIONS && walk_end.addr() < end {
+                // The kernel stopped early for a reason other than a full
+                // buffer: drop the rest, and start over at the next reset.
+                protect.flush();
+                decommit(walk_end.cast_mut(), end - walk_end.addr());
+                return (kept.count * host_page_size, false);
+            }
+            cursor = walk_end;
+        }
+        protect.flush();
+        (kept.count * host_page_size, tracked && protect.ok)
+    }
+
+    /// Resets `cursor..end` as [`reset_with_pagemap`] does, keeping at most
+    /// `budget` pages: where a tracked scan failed.
+    ///
+    /// # Safety
+    ///
+    /// As [`PageMap::reset_tracked`], for `cursor..end`.
+    unsafe fn reset_untracked(
+        &self,
+        cursor: *const u8,
+        end: usize,
+        budget: usize,
+        reset_manually: &mut impl FnMut(&mut [u8]),
+        decommit: &mut impl FnMut(*mut u8, usize),
+    ) -> usize {
+        let tail_len =
+            HostAlignedByteCount::new(end - cursor.addr()).expect("cursor stays page aligned");
+        let tail_keep =
+            HostAlignedByteCount::new(budget * host_page_size()).expect("page multiple");
+        // SAFETY: as this function's.
+        unsafe {
+            reset_with_pagemap(
+                Some(&PageMap(self.0, None)),
+                cursor.cast_mut(),
+                tail_len,
+                tail_keep,
+                reset_manually,
+                decommit,
+            )
+        }
     }
 }
 
-/// Write-protects again the pages [`PageMap::reset_tracked`] copied back,
-/// in spans: one `PAGEMAP_SCAN` with `PM_SCAN_WP_MATCHING` and no output
-/// buffer (the kernel's "exclusive WP" path, which protects every page of its
-/// range not yet protected) per run of regions no further apart than
-/// [`Protect::GAP`]. What lies between them is protected too, which is only
-/// conservative: every page of the range holds its pristine contents by then,
-/// and a page not present gets a marker that reads as not written. The pages
-/// it does not copy back need no protection: file and zero pages are never
-/// copied, and a page not present holds nothing.
+/// Regions one `PAGEMAP_SCAN` of a tracked reset reports at most (6 KiB of
+/// stack): enough that a reset usually takes one scan (a python one-shot
+/// leaves about 170 written runs of pages), while a full buffer only means
+/// another scan from where this one stopped.
+const MAX_REGIONS: usize = 256;
+
+/// The pages of a tracked slot that its resets keep resident, one bit per
+/// host page from the slot's start: set when a reset copies a page back and
+/// keeps it. A written-only scan does not see resident pages nobody wrote, so
+/// the budget (`keep_resident`) is charged from this count instead.
+#[derive(Debug, Default)]
+pub struct KeptPages {
+    words: Vec<u64>,
+    count: usize,
+}
+
+impl KeptPages {
+    fn contains(&self, page: usize) -> bool {
+        self.words
+            .get(page / 64)
+            .is_some_and(|word| word >> (page % 64) & 1 == 1)
+    }
+
+    fn insert(&mut self, pages: std::ops::Range<usize>) {
+        let words = pages.end.div_ceil(64);
+        if self.words.len() < words {
+            self.words.resize(words, 0);
+        }
+        for page in pages {
+            let word = &mut self.words[page / 64];
+            let bit = 1 << (page % 64);
+            if *word & bit == 0 {
+                *word |= bit;
+                self.count += 1;
+            }
+        }
+    }
+
+    /// Where the run of pages from `page` (up to `end`) that are kept, or
+    /// not, as `kept` says, ends.
+    fn run_end(&self, page: usize, end: usize, kept: bool) -> usize {
+        (page..end)
+            .find(|&page| self.contains(page) != kept)
+            .unwrap_or(end)
+    }
+}
+
+/// Write-protects the pages a tracked reset left in place, in spans: one
+/// `PAGEMAP_SCAN` with `PM_SCAN_WP_MATCHING` and no output buffer (the
+/// kernel's "exclusive WP" path, which protects every page of its range not
+/// yet protected) per run of ranges no further apart than [`Protect::GAP`].
+/// What lies between them is protected too, which is only conservative: a
+/// span is flushed only once every page in it holds its pristine contents
+/// (each written page before its end copied back or dropped, every other page
+/// pristine already), and a page not present gets a marker that reads as not
+/// written.
 struct Protect {
     pagemap: &'static File,
     span: Option<(usize, usize)>,
@@ -330,6 +586,16 @@ impl Protect {
     /// TLB once per page table it changed, not per region).
     const GAP: usize = 2 << 20;
 
+    fn new(pagemap: &'static File) -> Protect {
+        Protect {
+            pagemap,
+            span: None,
+            ok: true,
+        }
+    }
+
+    /// Adds `start..end`, which must not start before the ranges added so
+    /// far end.
     fn add(&mut self, start: usize, end: usize) {
         match &mut self.span {
             Some((_, span_end)) if start - *span_end <= Self::GAP => *span_end = end,

@@ -197,6 +197,19 @@ fn runs_in_rotation(protect_every: Option<u32>) {
                 size = MAX_PAGES * WASM_PAGE;
                 fill.call(&mut store, (0, size as i32, 0xcc)).unwrap();
             }
+            // Pages far apart all over memory, grown to the maximum: past
+            // the budget a reset drops them one by one, and past a few
+            // hundred such drops it drops the rest of memory at once.
+            4 | 5 => {
+                let more = MAX_PAGES - size / WASM_PAGE;
+                assert!(grow.call(&mut store, more as i32).unwrap() >= 0);
+                size = MAX_PAGES * WASM_PAGE;
+                let stride = 4096 * (2 + rng.below(2));
+                let phase = 4096 * rng.below(stride / 4096);
+                for at in (phase..size).step_by(stride) {
+                    fill.call(&mut store, (at as i32, 1, 0x66)).unwrap();
+                }
+            }
             // A write cut short by a trap.
             2 => {
                 let at = rng.below(size - 4096);

@@ -373,7 +373,8 @@ impl PageMap {
     /// other one while `kept` stays within `keep_resident` (and it joins
     /// `kept`). The rest are dropped at once (`MADV_DONTNEED`: the image's
     /// pages or zeros again) and write-protected; the ones copied back are
-    /// protected again when `protect_again`.
+    /// protected again when `protect_again`. After [`MAX_DROPS`] separate
+    /// drops, the rest of the range is dropped in one call.
     ///
     /// # Safety
     ///
@@ -397,6 +398,7 @@ impl PageMap {
         let mut cursor = ptr.cast_const();
         let mut protect = Protect::new(self.0);
         let mut tracked = true;
+        let mut drops = 0;
 
         while cursor.addr() < end {
             let scan_arg =
@@ -446,18 +448,36 @@ impl PageMap {
                             protect.add(at(page), at(copied_end));
                         }
                     }
+                    if copied_end < run_end && drops == MAX_DROPS {
+                        // Past this many separate drops (a run that wrote
+                        // pages far apart, past the budget), drop the rest
+                        // of the range in one call, with what the slot kept
+                        // there, as the first reset does once its budget is
+                        // spent: a reset stays within `MAX_DROPS + 1` drops.
+                        protect.flush();
+                        kept.remove_from(copied_end);
+                        let start = at(copied_end);
+                        // SAFETY: as below.
+                        return match unsafe { drop_pages(start, end - start) } {
+                            Ok(()) => {
+                                protect.add(start, end);
+                                protect.flush();
+                                (kept.count * host_page_size, tracked && protect.ok)
+                            }
+                            Err(err) => {
+                                log::warn!("failed to drop pages of a reset memory {err}");
+                                decommit(start as *mut u8, end - start);
+                                (kept.count * host_page_size, false)
+                            }
+                        };
+                    }
                     if copied_end < run_end {
+                        drops += 1;
                         let (start, len) = (at(copied_end), at(run_end) - at(copied_end));
                         // SAFETY: these pages are ours, and dropping them
                         // leaves the image's contents (or zeros) in their
                         // place, which is what a reset wants.
-                        match unsafe {
-                            rustix::mm::madvise(
-                                start as *mut _,
-                                len,
-                                rustix::mm::Advice::LinuxDontNeed,
-                            )
-                        } {
+                        match unsafe { drop_pages(start, len) } {
                             Ok(()) => protect.add(start, at(run_end)),
                             Err(err) => {
                                 log::warn!("failed to drop pages of a reset memory {err}");
@@ -519,6 +539,21 @@ impl PageMap {
     }
 }
 
+/// Separate drops a written-only reset makes at most before it drops the rest
+/// of its range in one call ([`PageMap::reset_written`]).
+const MAX_DROPS: usize = 256;
+
+/// Drops `start` for `len` bytes now (`MADV_DONTNEED`): a private mapping's
+/// pages are the image's contents, or zeros, again.
+///
+/// # Safety
+///
+/// The range must be this process's mappings, not in use.
+unsafe fn drop_pages(start: usize, len: usize) -> rustix::io::Result<()> {
+    // SAFETY: as this function's.
+    unsafe { rustix::mm::madvise(start as *mut _, len, rustix::mm::Advice::LinuxDontNeed) }
+}
+
 /// Regions one `PAGEMAP_SCAN` of a tracked reset reports at most (6 KiB of
 /// stack): enough that a reset usually takes one scan (a python one-shot
 /// leaves about 170 written runs of pages), while a full buffer only means
@@ -554,6 +589,16 @@ impl KeptPages {
                 *word |= bit;
                 self.count += 1;
             }
+        }
+    }
+
+    /// Forgets the pages from `page` on (they were dropped).
+    fn remove_from(&mut self, page: usize) {
+        let word = page / 64;
+        if word < self.words.len() {
+            self.words[word] &= (1u64 << (page % 64)) - 1;
+            self.words.truncate(word + 1);
+            self.count = self.words.iter().map(|word| word.count_ones() as usize).sum();
         }
     }
 

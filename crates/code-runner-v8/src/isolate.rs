@@ -71,6 +71,24 @@ pub fn snapshot() -> Result<&'static [u8], String> {
         .clone()
 }
 
+/// Boots a bare runtime from `snapshot` on the calling thread and drops
+/// it: what deserializing the snapshot costs, without a thread, limits or
+/// a turn (the benchmark's attribution of a one-shot).
+///
+/// # Errors
+/// The snapshot is unusable.
+pub fn boot_bare(snapshot: &'static [u8]) -> Result<(), String> {
+    let runtime = JsRuntime::try_new(RuntimeOptions {
+        startup_snapshot: Some(snapshot),
+        skip_op_registration: true,
+        extensions: vec![ops::extension()],
+        ..RuntimeOptions::default()
+    })
+    .map_err(|err| format!("cannot boot an isolate: {err}"))?;
+    drop(runtime);
+    Ok(())
+}
+
 /// Limits fixed when an isolate is booted.
 #[derive(Debug, Clone, Copy)]
 pub struct IsolateLimits {

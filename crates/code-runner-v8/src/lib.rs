@@ -164,6 +164,17 @@ impl V8Engine {
         self.snapshot.len()
     }
 
+    /// Boots a bare deno_core runtime from this engine's snapshot on the
+    /// calling thread and drops it: no engine thread, no limits, no scratch
+    /// directory, no turn. For the benchmark, which sets its cost between
+    /// deno_core's own floor and a one-shot's.
+    ///
+    /// # Errors
+    /// [`V8Error::Unavailable`] when the snapshot cannot be booted.
+    pub fn boot_snapshot_only(&self) -> Result<(), V8Error> {
+        isolate::boot_bare(self.snapshot).map_err(V8Error::Unavailable)
+    }
+
     async fn boot(&self, options: RuntimeOptions) -> Result<Arc<dyn Runtime>, RunnerError> {
         let host = tokio::runtime::Handle::try_current()
             .map_err(|_| RunnerError::engine("the node engine needs a tokio runtime"))?;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use code_runner_core::cpu::ProcessCpu;
 use code_runner_core::{
     AbortSignal, Bindings, DEFAULT_MEMORY_MB, Engine, Lang, RuntimeOptions, Task, TurnEnding,
     TurnSpec,
@@ -51,30 +52,13 @@ pub struct Throughput {
     /// `runs / seconds`.
     pub runs_per_sec: f64,
     /// CPU the process spent in user mode per run (the worker, its engines
-    /// and this driver, all in this process), from `/proc/self/stat`.
+    /// and this driver, all in this process): the exact total
+    /// (`code_runner_core::cpu`) times the user share of `/proc/self/stat`'s ticks.
     pub user_ms_per_run: f64,
     /// CPU the process spent in the kernel per run.
     pub system_ms_per_run: f64,
     /// The kernel's share of the process's CPU over the runs, in percent.
     pub kernel_percent: f64,
-}
-
-/// This process's user and system CPU so far, in milliseconds
-/// (`/proc/self/stat`'s `utime` and `stime`, in clock ticks of 10 ms:
-/// Linux reports them at `USER_HZ`, 100 on every architecture it supports).
-pub fn process_cpu_ms() -> (f64, f64) {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // The command name is in parentheses and may hold spaces: count fields after it.
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // After ")": state is field 3 of stat(5), so utime (14) and stime (15) are 11 and 12 here.
-    (ticks(11) * 10.0, ticks(12) * 10.0)
 }
 
 /// Resident memory added by kept runtimes.
@@ -234,7 +218,7 @@ impl Driver {
         runs: usize,
     ) -> Outcome<Throughput> {
         let next = Arc::new(AtomicUsize::new(0));
-        let (user_before, system_before) = process_cpu_ms();
+        let before = ProcessCpu::now();
         let started = Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..concurrency {
@@ -250,20 +234,17 @@ impl Driver {
             joined.map_err(|err| format!("a throughput task panicked: {err}"))??;
         }
         let seconds = started.elapsed().as_secs_f64();
-        let (user_after, system_after) = process_cpu_ms();
-        let (user, system) = (user_after - user_before, system_after - system_before);
+        // Exact in total; split between user and kernel by the ticks.
+        let spent = ProcessCpu::now().since(&before);
+        let (user, system, _) = spent.per(runs);
         Ok(Throughput {
             concurrency,
             runs,
             seconds,
             runs_per_sec: runs as f64 / seconds,
-            user_ms_per_run: user / runs as f64,
-            system_ms_per_run: system / runs as f64,
-            kernel_percent: if user + system > 0.0 {
-                100.0 * system / (user + system)
-            } else {
-                0.0
-            },
+            user_ms_per_run: user,
+            system_ms_per_run: system,
+            kernel_percent: spent.kernel_percent(),
         })
     }
 

@@ -1,9 +1,11 @@
 //! What a python one-shot costs the host, through the seam: wall time, the
 //! process's user and kernel CPU and its minor page faults per run, one
 //! client and several at once, and the resident memory the engine keeps
-//! (per pooled slot, once load has touched them); then a kept runtime's
-//! turn, the floor a one-shot is held to; then issue 33's goals as ratios
-//! measured in this one run, each marked met or missed.
+//! (per pooled slot, once load has touched them); then what each step of a
+//! one-shot costs (booting its instance, its one turn, the close that resets
+//! its slot) and a kept runtime's turn, the floor a one-shot is held to; then
+//! issue 33's goals as ratios measured in this one run, each marked met or
+//! missed.
 //!
 //! Run: `cargo run --release --workspace --example python_oneshot -- 2000`
 //! (both flavours; `--data` or `--lean` measures one of them).
@@ -12,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use code_runner_core::cpu::ProcessCpu;
+use code_runner_core::cpu::{ProcessCpu, process_cpu_ms};
 use code_runner_core::{
     AbortSignal, Bindings, Completion, Engine, RuntimeOptions, Task, TurnEnding, TurnSpec,
 };
@@ -143,9 +145,40 @@ async fn kept_turns(engine: &PythonEngine, runs: usize) -> anyhow::Result<f64> {
     Ok(per_turn)
 }
 
-/// What one flavour measured: the load lines at 1, 4 and 16 clients and a kept turn.
+/// CPU ms of each step of a one-shot, one client, averaged over `runs`:
+/// the boot (instantiating the image), its one turn, and the close (the
+/// slot's reset).
+async fn steps(
+    engine: &PythonEngine,
+    work: &std::path::Path,
+    runs: usize,
+) -> anyhow::Result<[f64; 3]> {
+    let mut spent = [0.0; 3];
+    for _ in 0..runs {
+        let start = process_cpu_ms();
+        let runtime = engine
+            .spawn(RuntimeOptions {
+                work_dir: work.to_path_buf(),
+                ..RuntimeOptions::default()
+            })
+            .await?;
+        let booted = process_cpu_ms();
+        runtime.run(spec("result = 2 + 2")).await;
+        let ran = process_cpu_ms();
+        runtime.close().await;
+        let closed = process_cpu_ms();
+        spent[0] += booted - start;
+        spent[1] += ran - booted;
+        spent[2] += closed - ran;
+    }
+    Ok(spent.map(|ms| ms / runs.max(1) as f64))
+}
+
+/// What one flavour measured: the load lines at 1, 4 and 16 clients, a
+/// one-shot's steps and a kept turn.
 struct Flavour {
     at: [Load; 3],
+    steps: [f64; 3],
     kept_ms: f64,
 }
 
@@ -165,10 +198,19 @@ async fn measure(choice: Interpreter, runs: usize) -> anyhow::Result<Flavour> {
     for clients in [1, 4, 16] {
         at.push(load(&engine, clients, runs.max(clients)).await?);
     }
+    let steps = steps(&engine, dir.path(), runs.clamp(300, 2000)).await?;
     // At least 3 000: a turn is ~0.1 ms, and fewer swung by half between runs.
     let kept_ms = kept_turns(&engine, runs.clamp(3000, 5000)).await?;
+    println!(
+        "a one-shot's steps, 1 client: boot {:.2} + its turn {:.2} + close {:.2} ms CPU; a kept turn {kept_ms:.2} (the turn on a fresh instance is {:.1}× a kept one)",
+        steps[0],
+        steps[1],
+        steps[2],
+        steps[1] / kept_ms
+    );
     Ok(Flavour {
         at: [at[0], at[1], at[2]],
+        steps,
         kept_ms,
     })
 }
@@ -204,6 +246,10 @@ async fn main() -> anyhow::Result<()> {
             lean.at[1].cpu_ms / lean.kept_ms,
             3.0,
             "×",
+        );
+        let [boot, turn, close] = lean.steps.map(|ms| ms / lean.kept_ms);
+        println!(
+            "    (in kept turns, a one-shot's steps at 1 client: boot {boot:.1}× + its turn {turn:.1}× + close {close:.1}×)"
         );
     }
     if let Some(data) = &data {

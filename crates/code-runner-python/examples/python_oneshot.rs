@@ -163,10 +163,15 @@ async fn steps(
             })
             .await?;
         let booted = process_cpu_ms();
-        runtime.run(spec("result = 2 + 2")).await;
+        let outcome = runtime.run(spec("result = 2 + 2")).await;
         let ran = process_cpu_ms();
         runtime.close().await;
         let closed = process_cpu_ms();
+        anyhow::ensure!(
+            matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, .. }),
+            "a step's turn failed: {:?}",
+            outcome.ending
+        );
         spent[0] += booted - start;
         spent[1] += ran - booted;
         spent[2] += closed - ran;

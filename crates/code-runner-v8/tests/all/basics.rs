@@ -262,3 +262,15 @@ async fn usage_is_measured() {
     );
     rt.close().await;
 }
+
+/// The benchmark's floor: the engine's snapshot boots as a bare runtime on
+/// the calling thread (ops, bootstrap and all), again and again.
+#[test]
+fn the_snapshot_boots_bare_on_this_thread() {
+    let engine = crate::engine();
+    for _ in 0..3 {
+        engine
+            .boot_snapshot_only()
+            .expect("the engine's snapshot boots bare");
+    }
+}

@@ -78,15 +78,23 @@ pub fn snapshot() -> Result<&'static [u8], String> {
 /// # Errors
 /// The snapshot is unusable.
 pub fn boot_bare(snapshot: &'static [u8]) -> Result<(), String> {
-    let runtime = JsRuntime::try_new(RuntimeOptions {
+    let runtime = JsRuntime::try_new(from_snapshot(snapshot))
+        .map_err(|err| format!("cannot boot an isolate: {err}"))?;
+    drop(runtime);
+    Ok(())
+}
+
+/// What every runtime booted from `snapshot` is given, bare or not.
+fn from_snapshot(snapshot: &'static [u8]) -> RuntimeOptions {
+    RuntimeOptions {
         startup_snapshot: Some(snapshot),
+        // The snapshot was made with this same extension, so its op functions
+        // are already bound (their contexts are external references, remapped
+        // to this runtime's): binding them again costs ~7 % of a one-shot.
         skip_op_registration: true,
         extensions: vec![ops::extension()],
         ..RuntimeOptions::default()
-    })
-    .map_err(|err| format!("cannot boot an isolate: {err}"))?;
-    drop(runtime);
-    Ok(())
+    }
 }
 
 /// Limits fixed when an isolate is booted.
@@ -150,15 +158,9 @@ pub fn boot(
     let max_source = codegen::max_source_units(limits.heap_mb);
     let loader = Rc::new(ScratchLoader::new(io.clone(), max_source));
     let mut runtime = JsRuntime::try_new(RuntimeOptions {
-        startup_snapshot: Some(snapshot),
-        // The snapshot was made with this same extension, so its op functions
-        // are already bound (their contexts are external references, remapped
-        // to this runtime's): binding them again costs ~7 % of a one-shot.
-        skip_op_registration: true,
-        extensions: vec![ops::extension()],
         create_params: Some(params),
         module_loader: Some(loader.clone()),
-        ..RuntimeOptions::default()
+        ..from_snapshot(snapshot)
     })
     .map_err(|err| format!("cannot boot an isolate: {err}"))?;
     runtime.op_state().borrow_mut().put(io.clone());

@@ -43,6 +43,11 @@ mod settings;
 mod worker;
 
 pub use bus::CallError;
+
+/// Threads tokio's blocking pool may start (`main` builds the runtime with
+/// it): see `ops::host_work` for what runs there and how it is bounded.
+pub const MAX_BLOCKING_THREADS: usize = 64;
+
 pub use bus::names;
 pub use edge::{http, iii, logging, mcp};
 pub use runtimes::isolation::{SANDBOX_ROLE, set_isolation, set_sandbox_program};

@@ -15,7 +15,16 @@ fn main() -> ExitCode {
     }
     let cli = code_runner::cli::Cli::parse();
     code_runner::logging::init();
-    let runtime = match tokio::runtime::Runtime::new() {
+    // The blocking pool's size is chosen, not tokio's 512: what runs there
+    // is the worker's own file work (a runtime's directory removed, collected
+    // files read, the configuration file) and jobs a caller's input decides,
+    // which take few places of their own (`ops::host_work`); 64 threads cover
+    // them with room, and a burst queues instead of starting hundreds.
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(code_runner::MAX_BLOCKING_THREADS)
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             tracing::error!("cannot start the async runtime: {err}");

@@ -9,6 +9,7 @@ pub(crate) mod egress;
 pub(crate) mod files;
 pub(crate) mod guest;
 pub(crate) mod guidance;
+pub(crate) mod host_work;
 pub(crate) mod info;
 pub(crate) mod invoke;
 pub(crate) mod namespaces;
@@ -16,6 +17,7 @@ pub(crate) mod register;
 pub(crate) mod resume;
 pub(crate) mod retire;
 pub(crate) mod run;
+pub(crate) mod standing;
 pub(crate) mod teardown;
 pub(crate) mod tenancy;
 

@@ -105,7 +105,11 @@ pub(crate) async fn register_function(
                 Some(guest) => function.published_by_guest(guest.root),
                 None => function,
             };
-            let function = if request.requires_approval {
+            // A guest's redeploy never lifts an approval someone else asked
+            // for: the id keeps waiting for a person.
+            let keeps_approval =
+                caller.guest.is_some() && ops.bus.has_flag(id.as_str(), "requires_approval");
+            let function = if request.requires_approval || keeps_approval {
                 ops.suspensions.flag();
                 function.with_metadata("requires_approval", Value::Bool(true))
             } else {

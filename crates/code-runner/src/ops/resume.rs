@@ -8,11 +8,13 @@ use code_runner_core::RunnerError;
 use code_runner_core::wire::{ResumeRequest, RunResponse, schema_of};
 use serde_json::Value;
 
+use crate::bus::bridge;
 use crate::bus::names::RESUME;
 use crate::bus::payload::parse;
 use crate::bus::{CallError, Caller, Function};
 use crate::ids::redact;
 use crate::ops::approvals::{self, Decision, MAX_REASON_BYTES};
+use crate::ops::standing::{self, Standing};
 use crate::ops::{Ops, handler_as};
 
 /// `code-runner::resume`, for the composition root.
@@ -32,8 +34,13 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
 pub(crate) async fn resume(
     ops: Arc<Ops>,
     payload: Value,
-    _caller: Caller,
+    caller: Caller,
 ) -> Result<Value, CallError> {
+    // The bridge keeps guest code off this id already; the handler says so
+    // again, whichever way the call came (through the engine, a new edge).
+    if caller.guest.is_some() {
+        return Err(bridge::refuse_guest(RESUME, "approving or denying a call"));
+    }
     let request: ResumeRequest = parse(payload)?;
     if request
         .reason
@@ -51,7 +58,13 @@ pub(crate) async fn resume(
         None => {
             // Not suspended: a kept runtime between turns, or an id that
             // ended or never was.
-            ops.registry.get(&id)?;
+            let Standing::Kept(_) = standing::of(&ops, &id)? else {
+                return Err(RunnerError::invalid(format!(
+                    "runtime {} waits on another call than this call_id; resume with the call_id its last answer carried",
+                    redact(&id)
+                ))
+                .into());
+            };
             return Err(RunnerError::invalid(format!(
                 "runtime {} has no call waiting for approval (it was resumed already, or never suspended)",
                 redact(&id)

@@ -18,7 +18,7 @@ use crate::bus::{CallError, Caller, Function};
 use crate::ids::{new_runtime_id, redact};
 use crate::ops::Ops;
 use crate::ops::approvals::suspended::{Job, Progress};
-use crate::ops::approvals::{self, Gate};
+use crate::ops::approvals::{self, Approver, Gate};
 use crate::ops::egress::TurnEgress;
 use crate::ops::files::RunFiles;
 use crate::ops::guest::{self, GuestContext};
@@ -50,7 +50,7 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
 pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result<Value, CallError> {
     let request: RunRequest = parse(payload)?;
     if let Some(id) = &request.runtime_id {
-        ops.suspensions.refuse_run(id)?;
+        crate::ops::standing::for_run(&ops, id)?;
     }
     // The id the run is filed under if its code suspends on a call that
     // waits for a person: the kept runtime's, or a new one (which a `keep`
@@ -123,7 +123,13 @@ async fn execute(
         Some(progress) => Some(progress.tee(caller.live.clone())),
         None => caller.live.clone(),
     };
-    let gate = suspendable.gate;
+    // Only a host's run can wait for a person: a run guest code started
+    // has no gate of its own, so its code never holds a suspension (and a
+    // `runtime_id` + `call_id`) it could resume itself.
+    let approver = match &caller.guest {
+        None => Approver::Run(suspendable.gate),
+        Some(_) => Approver::Nobody(approvals::GUEST_STARTED),
+    };
     let started = Instant::now();
     let (code, weak) = (request.code, Arc::downgrade(&ops));
     let egress = Arc::new(TurnEgress::default());
@@ -142,7 +148,7 @@ async fn execute(
         let bindings = context
             .within(scope.clone())
             .metered(egress.clone())
-            .gated(gate.clone(), clock);
+            .gated(approver.clone(), clock);
         TurnSpec {
             live: output.clone(),
             task: Task::Program(code.clone()),
@@ -162,7 +168,7 @@ async fn execute(
             )
             .into());
         }
-        let kept = ops.registry.get(&id)?;
+        let kept = crate::ops::standing::for_run(&ops, &id)?;
         if let Some(lang) = request.lang.filter(|lang| *lang != kept.lang) {
             return Err(RunnerError::invalid(format!(
                 "lang {lang} contradicts runtime {}, which runs {}",

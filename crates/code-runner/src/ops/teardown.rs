@@ -38,7 +38,13 @@ pub(crate) async fn teardown(
     let request: TeardownRequest = parse(payload)?;
     let response = match (request.runtime_id, request.namespace) {
         (Some(id), None) => {
-            let unregistered = crate::ops::retire::remove_kept(&ops, &id).await?;
+            // A run suspended under the id (a one-shot holding its slot, or
+            // a kept runtime's turn) ends with it: its waiting call fails,
+            // and no later resume can let it through.
+            let unregistered = match crate::ops::approvals::suspended::end(&ops, &id).await {
+                Some(unregistered) => unregistered,
+                None => crate::ops::retire::remove_kept(&ops, &id).await?,
+            };
             TeardownResponse {
                 torn_down: true,
                 unregistered,

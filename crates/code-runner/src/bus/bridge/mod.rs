@@ -20,7 +20,16 @@
 //! - **trigger bindings** ([`triggers`]): a guest may bind a trigger only of
 //!   a type the operator opened (`guest_trigger_types`, empty by default;
 //!   UI slots, hooks, `configuration`, `log` and `trace` never), and may
-//!   unregister only the triggers its own lineage registered.
+//!   unregister only the triggers its own lineage registered; never to a
+//!   function that waits for a person's approval (the binding would call
+//!   it as the host, with nobody asked);
+//! - **authority that is a person's or the host's** ([`HOST_ONLY`]): the
+//!   functions that decide for a person (`code-runner::resume` approves or
+//!   denies a call that waits for one) are never the code's to call, on
+//!   this worker or another's (a scoped `code-runner@<worker>::resume` too).
+//!   Their handlers refuse a guest caller again themselves
+//!   ([`refuse_guest`]), so a path that skips this check (a call through
+//!   the engine, a future edge) still cannot mint the authority.
 
 #[cfg(test)]
 mod tests;
@@ -73,6 +82,37 @@ pub const ADMINISTRATIVE: &[&str] = &[
     "iii::queue::redrive",
     "iii::queue::redrive_message",
 ];
+
+/// Functions that carry a person's or the host's authority over the code
+/// that calls them, by their shared id: guest code may never call them (nor
+/// their worker-scoped twins, `code-runner@<worker>::<op>`).
+pub const HOST_ONLY: &[&str] = &["code-runner::resume"];
+
+/// Whether `function_id` is one of [`HOST_ONLY`], in any spelling: the
+/// shared id, or a worker's scoped twin (`code-runner@w1::resume`).
+pub fn is_host_only(function_id: &str) -> bool {
+    let id = normalise(function_id);
+    HOST_ONLY.iter().any(|shared| {
+        id == *shared
+            || shared.strip_prefix("code-runner::").is_some_and(|op| {
+                id.strip_prefix("code-runner@")
+                    .and_then(|rest| rest.rsplit_once("::"))
+                    .is_some_and(|(worker, tail)| !worker.is_empty() && tail == op)
+            })
+    })
+}
+
+/// The refusal a host-only handler answers a guest caller with: its own
+/// assertion, beside the bridge's (defence in depth: the authority is never
+/// minted to the code it governs, whichever path the call took).
+pub fn refuse_guest(function_id: &str, what: &str) -> crate::bus::CallError {
+    crate::bus::CallError {
+        code: FORBIDDEN.into(),
+        message: format!(
+            "guest code may not call {function_id}: {what} is a person's or the host's decision, never the code's"
+        ),
+    }
+}
 
 /// Why a guest call was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,6 +183,7 @@ pub(crate) fn admit(
     root: RuntimeKey,
     function_id: &str,
     payload: &Value,
+    needs_approval: impl Fn(&str) -> bool,
 ) -> Result<(), Refusal> {
     check(function_id, payload)?;
     let refuse = |reason: String| Refusal {
@@ -152,6 +193,16 @@ pub(crate) fn admit(
     if is_trigger_registration(function_id) {
         let trigger_type = payload.get("trigger_type").and_then(Value::as_str);
         triggers::admit_type(trigger_type, open_types).map_err(&refuse)?;
+        if let Some(target) = payload
+            .get("function_id")
+            .and_then(Value::as_str)
+            .filter(|target| needs_approval(target))
+        {
+            return Err(refuse(format!(
+                "its target `{}` waits for a person's approval, and a trigger would call it with nobody asked",
+                bounded(target)
+            )));
+        }
         triggers.has_room(root).map_err(&refuse)?;
     }
     if is_trigger_unregistration(function_id) {
@@ -183,6 +234,13 @@ fn call_refusal(function_id: &str, payload: &Value) -> Option<String> {
     if let Some(rule) = denied_by(function_id) {
         return Some(format!(
             "guest code may not call {rule} (a bus bridge rule)"
+        ));
+    }
+    if is_host_only(function_id) {
+        return Some(format!(
+            "`{}` decides for a person or the host ({}), never for the code it governs (code-runner's rule)",
+            bounded(function_id),
+            HOST_ONLY.join(", ")
         ));
     }
     let id = normalise(function_id);

@@ -214,3 +214,71 @@ fn refusals_quote_ids_bounded() {
     .unwrap_err();
     assert!(err.to_string().len() < 600, "{}", err.to_string().len());
 }
+
+/// Issue 44: `code-runner::resume` (and every worker's scoped twin) decides
+/// for a person, so it is refused to guest code in any spelling; look-alikes
+/// are not.
+#[test]
+fn host_only_functions_are_refused_in_every_spelling() {
+    for id in [
+        "code-runner::resume",
+        " Code-Runner::Resume ",
+        "code-runner@box1::resume",
+        "code-runner@w_2-x::resume",
+    ] {
+        assert!(is_host_only(id), "{id}");
+        let refusal = check(id, &json!({})).unwrap_err();
+        assert!(
+            refusal.to_string().contains("decides for a person"),
+            "{refusal}"
+        );
+    }
+    for ok in [
+        "code-runner::run",
+        "code-runner::resumes",
+        "code-runner@::resume",
+        "code-runner@box1::run",
+        "my-app::resume",
+    ] {
+        assert!(!is_host_only(ok), "{ok}");
+    }
+    let err = refuse_guest("code-runner::resume", "approving a call");
+    assert_eq!(err.code, FORBIDDEN);
+}
+
+/// A trigger binding to a function that waits for a person's approval is
+/// refused (the engine would call it as the host, with nobody asked), even
+/// in an open trigger type.
+#[test]
+fn a_trigger_cannot_bind_a_function_that_waits_for_approval() {
+    let lineage = crate::runtimes::lineage::Lineage::default();
+    let root = lineage
+        .begin(None, crate::runtimes::lineage::Lasting::No, 32)
+        .unwrap();
+    let store = GuestTriggers::default();
+    let open = vec!["cron".to_string()];
+    let gated = |id: &str| id == "billing::charge";
+    let bind = |target: &str| json!({"trigger_type": "cron", "function_id": target, "config": {}});
+    let err = admit(
+        &store,
+        &open,
+        root,
+        "engine::register_trigger",
+        &bind("billing::charge"),
+        gated,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("waits for a person's approval"),
+        "{err}"
+    );
+    admit(
+        &store,
+        &open,
+        root,
+        "engine::register_trigger",
+        &bind("billing::quote"),
+        gated,
+    )
+    .unwrap();
+}

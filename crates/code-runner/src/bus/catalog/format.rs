@@ -30,8 +30,10 @@ pub fn check_description(description: Option<String>) -> Result<Option<String>, 
 ///
 /// # Errors
 /// `code-runner::invalid_request` naming `field` when the format is not a
-/// JSON object, is over [`MAX_FORMAT_BYTES`], or constrains nothing (has none
-/// of `type`, `properties`, `$ref`).
+/// JSON object, is over [`MAX_FORMAT_BYTES`], constrains nothing (has none
+/// of `type`, `properties`, `$ref`), or reaches too much to check
+/// ([`super::cost::expansion`]: past 2000 subschemas, 128 levels, or a
+/// `$ref` out of the schema).
 pub fn check_format(field: &str, format: Option<Value>) -> Result<Value, RunnerError> {
     let Some(format) = format.filter(|f| !f.is_null()) else {
         return Ok(any_schema());
@@ -55,6 +57,9 @@ pub fn check_format(field: &str, format: Option<Value>) -> Result<Value, RunnerE
             "{field} must constrain something: give it `type`, `properties` or `$ref`"
         )));
     }
+    // Checking a payload against it is bounded by work, not bytes.
+    super::cost::expansion(&format)
+        .map_err(|why| RunnerError::invalid(format!("{field} is refused: {why}")))?;
     Ok(format)
 }
 
@@ -103,12 +108,18 @@ mod tests {
             check_format("request_format", Some(ok.clone())).unwrap(),
             ok
         );
-        assert!(check_format("request_format", Some(json!({"$ref": "#/x"}))).is_ok());
+        let referred = json!({"$ref": "#/$defs/x", "$defs": {"x": {"type": "string"}}});
+        assert!(check_format("request_format", Some(referred)).is_ok());
         for (bad, why) in [
             (json!({"description": "anything"}), "must constrain"),
             (json!({}), "must constrain"),
             (json!("object"), "must be a JSON Schema object"),
             (json!(true), "must be a JSON Schema object"),
+            (json!({"$ref": "#/x"}), "names nothing in the schema"),
+            (
+                json!({"$ref": "https://elsewhere.example/s.json"}),
+                "points outside the schema",
+            ),
             (
                 json!({"type": "string", "description": "x".repeat(17_000)}),
                 "16 KiB",

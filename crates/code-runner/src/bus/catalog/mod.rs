@@ -15,6 +15,7 @@
 //! call never sees an id the catalog does not know. What a publication may
 //! declare about its payloads is checked in [`format`].
 
+pub(crate) mod cost;
 mod format;
 #[cfg(test)]
 mod tests;

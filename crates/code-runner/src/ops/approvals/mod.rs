@@ -12,8 +12,14 @@
 //! Bounds: one call of a run waits at a time (a second is refused at once);
 //! a suspended run holds its runtime's slot (so suspensions count against
 //! `max_runtimes`, one-shots included); the idle TTL ends a run left
-//! suspended. Only `code-runner::run`'s turns can wait: a published
-//! function's own call refuses such a call.
+//! suspended.
+//!
+//! Who may decide: only the host. Only a `code-runner::run` that a host
+//! started can wait ([`Approver::Run`]); a published function's call and a
+//! run that guest code started (a nested run, on this worker or through the
+//! engine) refuse such a call with `forbidden` ([`Approver::Nobody`]), so
+//! guest code never holds a suspension it could resume itself; and
+//! `code-runner::resume` is host-only, in the bridge and in its handler.
 
 pub(crate) mod suspended;
 
@@ -56,6 +62,21 @@ pub(crate) struct Pending {
     /// The turn's scope: fired, it ends the turn (the idle TTL's reap).
     pub scope: AbortSignal,
 }
+
+/// Who can decide a turn's calls that wait for a person.
+#[derive(Debug, Clone)]
+pub(crate) enum Approver {
+    /// The host that started this run: the call waits at the run's gate.
+    Run(Arc<Gate>),
+    /// Nobody can: such a call is refused `forbidden`, for the reason given.
+    Nobody(&'static str),
+}
+
+/// Why a published function's call cannot wait for a person.
+pub(crate) const PUBLISHED_CALL: &str = "only a code-runner::run a host started can wait for one, and this is a published function's call";
+
+/// Why a run guest code started cannot wait for a person.
+pub(crate) const GUEST_STARTED: &str = "only a code-runner::run a host started can wait for one, and this run was started by guest code (a nested run), which may not hold the decision";
 
 /// One run's way to its waiting caller: guest code that calls a function
 /// needing approval hands the call over here.
@@ -103,19 +124,20 @@ fn new_call_id() -> String {
 /// clock stood (the call's deadline moves by as much). Denied, or the run
 /// ended while it waited: the guest's error.
 pub(crate) async fn wait(
-    gate: Option<&Arc<Gate>>,
+    approver: &Approver,
     clock: &TurnClock,
     scope: &AbortSignal,
     function_id: &str,
     payload: &Value,
 ) -> Result<Duration, BindingError> {
-    let Some(gate) = gate else {
-        return Err(BindingError {
-            code: Some(FORBIDDEN.into()),
-            message: format!(
-                "{function_id} needs a person's approval, which only a code-runner::run can wait for (this is a published function's call)"
-            ),
-        });
+    let gate = match approver {
+        Approver::Run(gate) => gate,
+        Approver::Nobody(why) => {
+            return Err(BindingError {
+                code: Some(FORBIDDEN.into()),
+                message: format!("{function_id} needs a person's approval: {why}"),
+            });
+        }
     };
     if gate.waiting.swap(true, Ordering::SeqCst) {
         return Err(BindingError::from(code_runner_core::RunnerError::invalid(

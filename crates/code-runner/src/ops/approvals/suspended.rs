@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use code_runner_core::caps::{Stream, StreamBuffer};
 use code_runner_core::wire::{RunResponse, SuspendedCall, Usage};
-use code_runner_core::{AbortSignal, Config, LiveOutput, RunnerError};
+use code_runner_core::{Config, LiveOutput, RunnerError};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -74,19 +74,9 @@ impl Suspensions {
         self.lock().contains_key(id)
     }
 
-    /// Refuses a run on `id` while it is suspended.
-    ///
-    /// # Errors
-    /// `code-runner::invalid_request` when it is.
-    pub(crate) fn refuse_run(&self, id: &str) -> Result<(), RunnerError> {
-        match self.lock().get(id) {
-            Some(suspended) => Err(RunnerError::invalid(format!(
-                "runtime {} is suspended: its call of {} waits for approval; answer it with code-runner::resume first",
-                redact(id),
-                suspended.call.function_id
-            ))),
-            None => Ok(()),
-        }
+    /// The function the run suspended under `id` waits to call, if one is.
+    pub(crate) fn waiting_on(&self, id: &str) -> Option<String> {
+        self.lock().get(id).map(|s| s.call.function_id.clone())
     }
 
     /// Takes the run suspended under `id` on the call `call_id`.
@@ -108,13 +98,42 @@ impl Suspensions {
         Some(Ok(suspended))
     }
 
-    /// Removes what is suspended under `id`, whatever the call.
+    /// Removes what is suspended under `id` on `call_id`.
     fn remove(&self, id: &str, call_id: &str) -> Option<Suspended> {
         let mut runs = self.lock();
         (runs.get(id)?.call.call_id == call_id)
             .then(|| runs.remove(id))
             .flatten()
     }
+
+    /// Removes what is suspended under `id`, whatever the call.
+    fn remove_any(&self, id: &str) -> Option<Suspended> {
+        let suspended = self.lock().remove(id)?;
+        suspended.reaper.abort();
+        Some(suspended)
+    }
+}
+
+/// Ends the run suspended under `id`, if one is (`code-runner::teardown`):
+/// its waiting call fails, its turn stops, and its runtime goes (a kept
+/// one is torn down; a one-shot's id answers `expired`). What the ended
+/// runtime had published, as [`retire::remove_kept`] lists it; `None` when
+/// nothing was suspended under `id`.
+pub(crate) async fn end(ops: &Ops, id: &str) -> Option<Vec<String>> {
+    let suspended = ops.suspensions.remove_any(id)?;
+    tracing::info!(runtime = %redact(id), "a suspended run is torn down");
+    Some(stop(ops, id, suspended).await)
+}
+
+/// Stops a suspended run taken out of the map: the turn's scope fires, the
+/// decision's sender goes (the guest's call fails), the run's task is
+/// awaited, then its runtime ends.
+async fn stop(ops: &Ops, id: &str, suspended: Suspended) -> Vec<String> {
+    suspended.call.scope.abort();
+    let existing = suspended.job.existing;
+    drop(suspended.call);
+    let _ = suspended.job.task.await;
+    ended(ops, id, existing).await
 }
 
 /// A run's output so far, kept (bounded like the run's own) while it may
@@ -187,12 +206,12 @@ pub(crate) async fn answer(ops: &Arc<Ops>, mut job: Job) -> Result<Value, CallEr
             payload: call.payload.clone(),
         }),
     };
-    let (id, call_id, scope) = (job.id.clone(), call.call_id.clone(), call.scope.clone());
+    let (id, call_id) = (job.id.clone(), call.call_id.clone());
     tracing::debug!(runtime = %redact(&id), function = %call.function_id, "a run is suspended on a call that waits for approval");
     let ttl = Duration::from_secs(ops.config().idle_ttl_secs);
     // Filed under the lock the reaper takes, so it cannot look before.
     let mut runs = ops.suspensions.lock();
-    let reaper = reap_after(ops, ttl, id.clone(), call_id, scope);
+    let reaper = reap_after(ops, ttl, id.clone(), call_id);
     runs.insert(id, Suspended { job, call, reaper });
     drop(runs);
     Ok(serde_json::to_value(response).unwrap_or(Value::Null))
@@ -205,7 +224,6 @@ fn reap_after(
     ttl: Duration,
     id: String,
     call_id: String,
-    scope: AbortSignal,
 ) -> tokio::task::AbortHandle {
     let weak = Arc::downgrade(ops);
     let reaper = tokio::spawn(async move {
@@ -217,21 +235,19 @@ fn reap_after(
             return;
         };
         tracing::info!(runtime = %redact(&id), "a run suspended for the idle TTL is ended");
-        scope.abort();
-        drop(suspended.call);
-        let _ = suspended.job.task.await;
-        ended(&ops, &id, suspended.job.existing).await;
+        stop(&ops, &id, suspended).await;
     });
     reaper.abort_handle()
 }
 
-/// A suspended run was reaped: its runtime goes, and its id answers
-/// `expired` from now on.
-async fn ended(ops: &Ops, id: &str, existing: bool) {
+/// A suspended run was stopped: its runtime goes, and its id answers
+/// `expired` from now on. What the runtime had published.
+async fn ended(ops: &Ops, id: &str, existing: bool) -> Vec<String> {
     if existing || ops.registry.get(id).is_ok() {
-        retire::remove_kept(ops, id).await.ok();
+        retire::remove_kept(ops, id).await.unwrap_or_default()
     } else {
         ops.registry.remember_expired(id);
+        Vec::new()
     }
 }
 

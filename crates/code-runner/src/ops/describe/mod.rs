@@ -21,14 +21,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use code_runner_core::RunnerError;
 use code_runner_core::wire::schema_of;
 use serde_json::Value;
 
 use crate::bus::names::DESCRIBE;
 use crate::bus::payload::parse;
-use crate::bus::{CallError, Function, bridge};
-use crate::ops::{Ops, Reach, handler};
+use crate::bus::{CallError, Caller, Function, bridge};
+use crate::ops::{Ops, Reach, handler_as, host_work};
 use schema::Ty;
 pub(crate) use wire::{Clash, DescribeLang, DescribeRequest, DescribeResponse, Described};
 
@@ -69,13 +68,17 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
             "Declarations of the functions guest code may call, for code that calls them as iii.fn.<namespace>.<function>(payload) (my-app::greet is iii.fn.my_app.greet): TypeScript (lang \"typescript\") or Python stubs (lang \"python\"), from their JSON Schemas, with their descriptions. query keeps the functions whose id, name or description holds every word of it; function_ids names them.",
             schema_of::<DescribeRequest>(),
             schema_of::<DescribeResponse>(),
-            handler(ops, describe),
+            handler_as(ops, describe),
         ),
     )
 }
 
 /// `code-runner::describe`.
-pub(crate) async fn describe(reach: Reach, payload: Value) -> Result<Value, CallError> {
+pub(crate) async fn describe(
+    reach: Reach,
+    payload: Value,
+    caller: Caller,
+) -> Result<Value, CallError> {
     let request: DescribeRequest = parse(payload)?;
     request.check()?;
     let mut all = callables(&reach, LIST_TIMEOUT).await;
@@ -84,11 +87,9 @@ pub(crate) async fn describe(reach: Reach, payload: Value) -> Result<Value, Call
     let mut chosen = select(&request, all);
     with_schemas(&reach, &mut chosen, LIST_TIMEOUT).await;
     drop(reach);
-    tokio::task::spawn_blocking(move || {
-        serde_json::to_value(answer(&request, &chosen, clashes)).unwrap_or(Value::Null)
-    })
-    .await
-    .map_err(|err| RunnerError::engine(format!("describing functions failed: {err}")).into())
+    let job =
+        move || serde_json::to_value(answer(&request, &chosen, clashes)).unwrap_or(Value::Null);
+    Ok(host_work::run(&caller, "describing functions", job).await?)
 }
 
 /// Every function guest code may call: this bus's, then the engine's others.

@@ -11,6 +11,7 @@
 //! `iii.fn.<name>(payload)` (a call by name, its payload checked first);
 //! [`register`] is node's `iii.registerFunction` (publishes for the runtime's life).
 
+mod check;
 mod register;
 mod trigger;
 mod typed;
@@ -26,7 +27,7 @@ use serde_json::Value;
 use crate::bus::catalog::Owner;
 use crate::ids::RuntimeKey;
 use crate::ops::Ops;
-use crate::ops::approvals::Gate;
+use crate::ops::approvals::{self, Approver};
 use crate::ops::egress::{self, TurnEgress};
 use register::register_from_guest;
 use trigger::trigger;
@@ -51,9 +52,9 @@ pub(crate) struct GuestContext {
     pub scope: AbortSignal,
     /// The turn's requests through the host (`iii.fetch`) and their cost.
     pub egress: Arc<TurnEgress>,
-    /// Where a call that waits for a person goes: the run's gate (`None`:
-    /// this turn cannot wait, e.g. a published function's call).
-    pub approvals: Option<Arc<Gate>>,
+    /// Where a call that waits for a person goes: the run's gate, or
+    /// nobody (a published function's call, a run guest code started).
+    pub approvals: Approver,
     /// The turn's clock, stopped while a call waits for a person.
     pub clock: TurnClock,
 }
@@ -75,16 +76,17 @@ impl GuestContext {
             iii_namespace,
             scope: AbortSignal::new(),
             egress: Arc::default(),
-            approvals: None,
+            approvals: Approver::Nobody(approvals::PUBLISHED_CALL),
             clock: TurnClock::new(),
         }
     }
 
     /// The same context for a run's turn, whose calls that need a person's
-    /// approval wait at `gate`, the turn's `clock` stopped meanwhile.
+    /// approval go to `approver` (a host's run: its gate, the turn's `clock`
+    /// stopped while they wait).
     #[must_use]
-    pub fn gated(mut self, gate: Arc<Gate>, clock: TurnClock) -> Self {
-        self.approvals = Some(gate);
+    pub fn gated(mut self, approver: Approver, clock: TurnClock) -> Self {
+        self.approvals = approver;
         self.clock = clock;
         self
     }
@@ -136,7 +138,7 @@ pub(crate) fn warm_up_bindings(lang: Lang) -> Bindings {
             iii_namespace: String::new(),
             scope: AbortSignal::new(),
             egress: Arc::default(),
-            approvals: None,
+            approvals: Approver::Nobody(approvals::PUBLISHED_CALL),
             clock: TurnClock::new(),
         },
     )
@@ -180,7 +182,17 @@ pub(crate) fn bindings(ops: Weak<Ops>, ctx: GuestContext) -> GuestBindings {
         })
         .path_member("fn", {
             let (ops, ctx) = (ops.clone(), ctx.clone());
-            move |args, call| call_by_name(ops.clone(), ctx.clone(), in_flight.clone(), args, call)
+            let checks = check::TurnChecks::default();
+            move |args, call| {
+                call_by_name(
+                    ops.clone(),
+                    ctx.clone(),
+                    in_flight.clone(),
+                    checks.clone(),
+                    args,
+                    call,
+                )
+            }
         })
         .function("fetch", {
             let (ops, ctx) = (ops.clone(), ctx.clone());

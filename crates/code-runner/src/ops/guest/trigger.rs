@@ -85,6 +85,7 @@ pub(super) async fn dispatch(
         ctx.root,
         &request.function_id,
         &request.payload,
+        |target| approvals::needs_approval(&config.approval_required, &ops.bus, target),
     )
     .map_err(|refusal| BindingError {
         code: Some(bridge::FORBIDDEN.into()),
@@ -106,7 +107,7 @@ pub(super) async fn dispatch(
         }
         // The wait does not count against the run: its deadline moves on.
         let stood = approvals::wait(
-            ctx.approvals.as_ref(),
+            &ctx.approvals,
             &ctx.clock,
             &ctx.scope,
             &request.function_id,

@@ -4,6 +4,7 @@
 //! the host against the request schema before dispatch.
 
 mod approvals;
+mod authority;
 mod calls;
 mod describe;
 mod engine;

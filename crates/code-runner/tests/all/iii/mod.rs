@@ -6,6 +6,7 @@
 //! cards and bind our hook (`peers`). Each test starts its own engine (the
 //! binary from `III_BIN` or `../shared/iii/iii`, see `helpers::engine`).
 
+mod approvals;
 mod functions;
 mod link;
 mod peers;

@@ -5,6 +5,7 @@
 
 mod approvals;
 mod authority;
+mod bounds;
 mod calls;
 mod describe;
 mod engine;

@@ -207,10 +207,11 @@ pub struct Config {
     #[schemars(range(min = 1, max = 64))]
     pub egress_max_in_flight: u32,
     /// Secrets guest requests may carry without the guest seeing them:
-    /// `{NAME: {env: VAR, hosts: [patterns]}}`. The worker reads the value
+    /// `{NAME: {env: VAR, hosts: [patterns], in_url: false}}`. The worker reads the value
     /// from its own environment variable `VAR`; guest code sees a
     /// placeholder (`iii.secrets.NAME`, python's `os.environ["NAME"]`) that
-    /// becomes the value only in requests to the listed hosts. Applies to the next call.
+    /// becomes the value only in header values of requests to the listed hosts, over https
+    /// (plain http only for an entry spelled `http://host`; in URLs too with `in_url`). Applies to the next call.
     pub egress_secrets: std::collections::BTreeMap<String, EgressSecret>,
 }
 
@@ -218,10 +219,16 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EgressSecret {
-    /// The worker's environment variable that holds the value.
+    /// The worker's environment variable that holds the value (at least 8 bytes).
     pub env: String,
-    /// The hosts the value may be sent to (patterns as in `egress_allow`).
+    /// The hosts the value may be sent to (patterns as in `egress_allow`),
+    /// over https only; an entry spelled `http://host` allows plain http too.
     pub hosts: Vec<String>,
+    /// Whether the placeholder may stand in a URL (a query parameter, a
+    /// path), not only in a header's value (default false: URLs end up in
+    /// logs and redirects).
+    #[serde(default)]
+    pub in_url: bool,
 }
 
 /// The interpreter behind `lang: "python"` (the `python_interpreter` key).

@@ -15,6 +15,7 @@ use crate::model::{
     BodyCharge, EgressError, Kind, MAX_BODY_BYTES_IN_FLIGHT, MAX_REDIRECTS,
     MAX_REQUEST_HEADER_BYTES, MAX_REQUEST_HEADERS, MAX_URL_BYTES, Policy, Request, Response, Usage,
 };
+use crate::secrets::{Destination, Misdirected, Place, Secrets, Why};
 
 /// The egress of one worker: its live policy, and the budget of the
 /// response bodies it holds ([`MAX_BODY_BYTES_IN_FLIGHT`]).
@@ -31,7 +32,10 @@ impl Default for Egress {
     }
 }
 
-/// Headers the guest may not set: the connection's own, and the proxy's.
+/// Headers the guest may not set: the connection's own, the proxy's, and
+/// content coding (the worker owns it: it asks for bodies as they are, and
+/// decodes what a server compresses anyway before the secrets' scrub reads
+/// them, so no secret comes back hidden in a compressed body).
 fn forbidden(name: &str) -> bool {
     matches!(
         name,
@@ -44,6 +48,7 @@ fn forbidden(name: &str) -> bool {
             | "upgrade"
             | "content-length"
             | "expect"
+            | "accept-encoding"
     ) || name.starts_with("proxy-")
 }
 
@@ -53,6 +58,18 @@ struct Target {
     host: Host,
     port: u16,
     default_port: u16,
+}
+
+impl Target {
+    /// Where the hop goes, as a secret's hosts are checked against.
+    fn destination(&self) -> Destination<'_> {
+        Destination {
+            host: &self.host,
+            port: self.port,
+            default_port: self.default_port,
+            https: self.url.scheme() == "https",
+        }
+    }
 }
 
 impl Egress {
@@ -111,7 +128,7 @@ impl Egress {
             send(&policy, request, deadline, &mut usage, budget),
         )
         .await;
-        match outcome {
+        let result = match outcome {
             Ok(result) => result.map(|mut response| {
                 response.usage = usage;
                 response
@@ -124,7 +141,34 @@ impl Egress {
                     policy.timeout.as_millis()
                 ),
             )),
-        }
+        };
+        // The one way out of this crate: everything in it passes the scrub.
+        let secrets = &policy.secrets;
+        result
+            .map(|response| scrubbed(secrets, response))
+            .map_err(|err| EgressError {
+                host: err.host.map(|host| secrets.scrub_text(host)),
+                kind: err.kind,
+                reason: secrets.scrub_text(err.reason),
+            })
+    }
+}
+
+/// `response` with every secret's value, in every common encoding, replaced
+/// by its placeholder: URL, header names and values, body.
+fn scrubbed(secrets: &Secrets, response: Response) -> Response {
+    if secrets.is_empty() {
+        return response;
+    }
+    Response {
+        url: secrets.scrub_text(response.url),
+        headers: response
+            .headers
+            .into_iter()
+            .map(|(name, value)| (secrets.scrub_text(name), secrets.scrub_text(value)))
+            .collect(),
+        body: secrets.scrub(response.body),
+        ..response
     }
 }
 
@@ -179,11 +223,17 @@ fn check_url(policy: &Policy, raw: &str) -> Result<Target, EgressError> {
         };
         return Err(EgressError::new(Some(&host), Kind::NotAllowed, why));
     }
-    // Secrets in the URL: substituted for their hosts, refused for others.
+    // Secrets in the URL: substituted where allowed, else refused.
+    let to = Destination {
+        host: &host,
+        port,
+        default_port,
+        https: url.scheme() == "https",
+    };
     let substituted = policy
         .secrets
-        .substitute(url.as_str(), &host, port, default_port)
-        .map_err(|m| misdirected(&host, &m.name))?;
+        .substitute(url.as_str(), to, Place::Url)
+        .map_err(|m| misdirected(&host, &m))?;
     let url = if substituted == url.as_str() {
         url
     } else {
@@ -211,12 +261,20 @@ fn check_url(policy: &Policy, raw: &str) -> Result<Target, EgressError> {
     })
 }
 
-fn misdirected(host: &Host, name: &str) -> EgressError {
-    EgressError::new(
-        Some(host),
-        Kind::Secret,
-        format!("the secret {name} may not be sent there (not one of its egress_secrets hosts)"),
-    )
+fn misdirected(host: &Host, m: &Misdirected) -> EgressError {
+    let name = &m.name;
+    let reason = match m.why {
+        Why::NotItsHost => {
+            format!("the secret {name} may not be sent there (not one of its egress_secrets hosts)")
+        }
+        Why::PlainHttp => format!(
+            "the secret {name} goes to this host only over https (its egress_secrets entry would have to say http://{host} for plain http)"
+        ),
+        Why::InUrl => format!(
+            "the secret {name} may go only in a header's value, not in the URL (egress_secrets.{name}.in_url is off)"
+        ),
+    };
+    EgressError::new(Some(host), Kind::Secret, reason)
 }
 
 fn clip(text: &str) -> String {
@@ -308,8 +366,8 @@ fn headers_for(
             .map_err(|_| invalid(format!("`{}` is not a header name", clip(name))))?;
         let value = policy
             .secrets
-            .substitute(value, &target.host, target.port, target.default_port)
-            .map_err(|m| misdirected(&target.host, &m.name))?;
+            .substitute(value, target.destination(), Place::Header)
+            .map_err(|m| misdirected(&target.host, &m))?;
         let value = HeaderValue::from_str(&value)
             .map_err(|_| invalid(format!("the value of `{lower}` is not a header value")))?;
         bytes += (lower.len() + value.len() + 4) as u64;
@@ -321,6 +379,10 @@ fn headers_for(
             HeaderValue::from_static("code-runner-fetch"),
         );
     }
+    map.insert(
+        reqwest::header::ACCEPT_ENCODING,
+        HeaderValue::from_static("identity"),
+    );
     Ok((map, bytes))
 }
 
@@ -407,12 +469,14 @@ async fn send(
             target.url.scheme().to_string(),
         );
         if origin.as_ref().is_some_and(|o| o != &this_origin) {
-            // A redirect to another origin does not carry credentials on.
-            headers.retain(|(n, _)| {
+            // A redirect to another origin (another host or port, or from
+            // https to http) does not carry credentials on, nor any header
+            // that named a secret.
+            headers.retain(|(n, v)| {
                 !matches!(
                     n.to_ascii_lowercase().as_str(),
                     "authorization" | "cookie" | "proxy-authorization"
-                )
+                ) && !policy.secrets.names_any(v)
             });
         }
         origin = Some(this_origin);
@@ -547,11 +611,16 @@ async fn read(
         return Err(too_large());
     }
     let status = response.status();
+    let coding = coding_of(response.headers(), &target.host)?;
     let mut headers = Vec::with_capacity(response.headers().len());
     for (name, value) in response.headers() {
         let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
         usage.bytes_in += (name.as_str().len() + value.len() + 4) as u64;
-        headers.push((name.as_str().to_string(), policy.secrets.scrub_text(value)));
+        // A body decoded here is handed over as it is now.
+        if coding.is_some() && matches!(name.as_str(), "content-encoding" | "content-length") {
+            continue;
+        }
+        headers.push((name.as_str().to_string(), value));
     }
     // A declared length is charged and reserved at once (the body then
     // never grows by doubling); an undeclared one chunk by chunk.
@@ -579,14 +648,62 @@ async fn read(
         body.extend_from_slice(&chunk);
     }
     usage.bytes_in += body.len() as u64;
+    if let Some(coding) = coding {
+        body = crate::coding::decode(coding, &body, cap)
+            .map_err(|why| EgressError::new(Some(&target.host), why.kind(), why.to_string()))?;
+        let charged = charge.as_ref().map_or(0, |c| c.num_permits());
+        let past = body.len().saturating_sub(charged);
+        if past > 0 {
+            budget.take(&mut charge, past, &target.host)?;
+        }
+    }
     Ok(Response {
         status: status.as_u16(),
         status_text: status.canonical_reason().unwrap_or_default().to_string(),
-        url: policy.secrets.scrub_text(target.url.to_string()),
+        url: target.url.to_string(),
         redirected,
         headers,
-        body: policy.secrets.scrub(body),
+        body,
         charge: charge.map(BodyCharge::new),
         usage: Usage::default(),
     })
+}
+
+/// The content coding the worker must undo, from the response's
+/// `Content-Encoding` (none, or identity: `None`).
+fn coding_of(
+    headers: &HeaderMap,
+    host: &Host,
+) -> Result<Option<crate::coding::Coding>, EgressError> {
+    let mut codings = headers
+        .get_all(reqwest::header::CONTENT_ENCODING)
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("?").split(','))
+        .map(|c| c.trim().to_ascii_lowercase())
+        .filter(|c| !c.is_empty() && c != "identity");
+    let first = codings.next();
+    if let Some(second) = codings.next() {
+        return Err(EgressError::new(
+            Some(host),
+            Kind::Invalid,
+            format!(
+                "the response is encoded twice ({}, {second}), which code-runner does not undo; it is not passed on",
+                first.unwrap_or_default()
+            ),
+        ));
+    }
+    first
+        .map(|name| {
+            crate::coding::Coding::named(&name).ok_or_else(|| {
+                EgressError::new(
+                    Some(host),
+                    Kind::Invalid,
+                    format!(
+                        "the response is `{}`-encoded though code-runner asked for none; only gzip and deflate are decoded, so it is not passed on",
+                        name.chars().take(40).collect::<String>()
+                    ),
+                )
+            })
+        })
+        .transpose()
 }

@@ -12,13 +12,18 @@
 //! the name). Redirects are followed by hand, each hop checked again, at
 //! most [`MAX_REDIRECTS`]. Bodies are read through a byte cap (a response
 //! past it is an error, not a truncated body). Secrets ([`secrets`]) are
-//! placeholders in the guest and values only on the wire to their hosts.
+//! placeholders in the guest and values only on the wire to their hosts,
+//! and every byte that leaves this crate (a response, an error's text) has
+//! passed their scrub.
 //!
 //! The client is `reqwest` with rustls and the Web PKI roots, no system
-//! proxy, HTTP/1.1, no decompression (the guest sees what the server sent).
+//! proxy, HTTP/1.1, no decompression of its own: requests ask for bodies
+//! without content coding, and [`coding`] decodes gzip and deflate a server
+//! sends anyway, within the response cap, before the scrub.
 
 pub mod address;
 pub mod allow;
+mod coding;
 mod fetch;
 mod gate;
 mod model;
@@ -31,4 +36,4 @@ pub use model::{
     BodyCharge, EgressError, Kind, MAX_BODY_BYTES_IN_FLIGHT, MAX_REDIRECTS,
     MAX_REQUEST_HEADER_BYTES, MAX_REQUEST_HEADERS, MAX_URL_BYTES, Policy, Request, Response, Usage,
 };
-pub use secrets::{SecretSpec, Secrets};
+pub use secrets::{MIN_SECRET_BYTES, SecretSpec, Secrets};

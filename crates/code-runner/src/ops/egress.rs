@@ -45,7 +45,7 @@ type Keys = (
     u64,
     u64,
     u32,
-    Vec<(String, String, Vec<String>)>,
+    Vec<(String, code_runner_core::EgressSecret)>,
 );
 
 fn keys(config: &Config) -> Keys {
@@ -58,7 +58,7 @@ fn keys(config: &Config) -> Keys {
         config
             .egress_secrets
             .iter()
-            .map(|(name, secret)| (name.clone(), secret.env.clone(), secret.hosts.clone()))
+            .map(|(name, secret)| (name.clone(), secret.clone()))
             .collect(),
     )
 }

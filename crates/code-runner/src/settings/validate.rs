@@ -97,6 +97,7 @@ pub(crate) fn secret_specs(config: &Config) -> Vec<code_runner_egress::SecretSpe
             name: name.clone(),
             env: secret.env.clone(),
             hosts: secret.hosts.clone(),
+            in_url: secret.in_url,
         })
         .collect()
 }

@@ -65,11 +65,40 @@ async fn loopback() -> (SocketAddr, Seen) {
                 "late"
             }),
         )
+        .route("/echo-gzip", get(echo_gzip))
         .with_state(seen.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
     (addr, seen)
+}
+
+/// The request's `authorization` and `accept-encoding`, JSON-escaped with
+/// `/` as `\/`, gzipped whatever the request asked for: a host that
+/// reflects a secret the ways the review found (issue 44, item 3).
+async fn echo_gzip(headers: HeaderMap) -> impl axum::response::IntoResponse {
+    use std::io::Write;
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let text = serde_json::to_string(
+        &json!({"auth": header("authorization"), "ae": header("accept-encoding")}),
+    )
+    .unwrap()
+    .replace('/', "\\/");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(text.as_bytes()).unwrap();
+    (
+        [
+            ("content-encoding", "gzip"),
+            ("content-type", "application/json"),
+        ],
+        gz.finish().unwrap(),
+    )
 }
 
 /// `n` bytes that differ from their neighbours: byte `i` is `i % 251`.
@@ -78,12 +107,14 @@ fn pattern(n: usize) -> Vec<u8> {
 }
 
 /// A worker allowed to reach only `addr`, with a 4 KiB response cap, and
-/// the secret `TOKEN` bound to `addr` (its value: the worker's own `PATH`,
-/// a variable every test process has, so no test writes the environment).
+/// the secret `TOKEN` bound to `addr` over plain http (the loopback server
+/// has no TLS; a secret goes over https only unless its entry says
+/// `http://`), its value the worker's own `PATH`, a variable every test
+/// process has, so no test writes the environment.
 async fn worker(addr: SocketAddr, extra: &str) -> Server {
     Server::with_config(&format!(
         "egress_allow: [\"{addr}\"]\negress_max_response_bytes: 4096\n\
-         egress_secrets:\n  TOKEN:\n    env: PATH\n    hosts: [\"{addr}\"]\n{extra}"
+         egress_secrets:\n  TOKEN:\n    env: PATH\n    hosts: [\"http://{addr}\"]\n{extra}"
     ))
     .await
 }
@@ -214,6 +245,47 @@ async fn secrets_are_placeholders_the_host_substitutes() {
         !body.to_string().contains(&value),
         "the answer holds the secret: {body}"
     );
+}
+
+/// Issue 44, item 3: a secret's host that reflects it gzipped (asked or not)
+/// and JSON-escaped hands the guest the placeholder, never the value, in
+/// node's fetch and python's urllib alike; the guest's `Accept-Encoding`
+/// never leaves (the worker asks for `identity` and decodes itself).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reflected_secret_comes_back_as_its_placeholder() {
+    let (addr, _) = loopback().await;
+    let server = worker(addr, "").await;
+    let value = std::env::var("PATH").expect("the test process has a PATH");
+    let node = format!(
+        "const res = await fetch('http://{addr}/echo-gzip', {{ headers: {{ authorization: `Bearer ${{iii.secrets.TOKEN}}`, 'accept-encoding': 'gzip' }} }});\n\
+         return [res.headers.get('content-encoding'), await res.json(), iii.secrets.TOKEN];"
+    );
+    let python = format!(
+        "import os, json\n\
+         from urllib.request import urlopen, Request\n\
+         r = urlopen(Request('http://{addr}/echo-gzip', headers={{'Authorization': 'Bearer ' + os.environ['TOKEN'], 'Accept-Encoding': 'gzip'}}))\n\
+         result = [r.headers.get('content-encoding'), json.loads(r.read()), os.environ['TOKEN']]"
+    );
+    for (lang, code) in [("node", node), ("python", python)] {
+        let body = server.run_in(lang, &code).await.ok().clone();
+        let result = &body["result"];
+        assert_eq!(
+            result[0],
+            Value::Null,
+            "{lang}: decoded by the worker: {body}"
+        );
+        let placeholder = result[2].as_str().unwrap_or_default();
+        assert_eq!(
+            result[1]["auth"],
+            format!("Bearer {placeholder}"),
+            "{lang}: {body}"
+        );
+        assert_eq!(result[1]["ae"], "identity", "{lang}: {body}");
+        assert!(
+            !body.to_string().contains(&value),
+            "{lang}: the answer holds the secret: {body}"
+        );
+    }
 }
 
 /// In `isolation: process` the sandbox has no network: the same fetches

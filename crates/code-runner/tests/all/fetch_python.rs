@@ -63,7 +63,7 @@ async fn loopback() -> (SocketAddr, Seen) {
 async fn worker(addr: SocketAddr, interpreter: &str, extra: &str) -> Server {
     Server::with_config(&format!(
         "{interpreter}egress_allow: [\"{addr}\"]\negress_max_response_bytes: 4096\n\
-         egress_secrets:\n  TOKEN:\n    env: PATH\n    hosts: [\"{addr}\"]\n{extra}"
+         egress_secrets:\n  TOKEN:\n    env: PATH\n    hosts: [\"http://{addr}\"]\n{extra}"
     ))
     .await
 }

@@ -56,7 +56,10 @@ async fn an_exponential_schema_is_refused_when_published() {
         "try {{ await iii.registerFunction(iii.namespace + '::go', () => 1, {{ request_format: {schema} }}); return 'published'; }} catch (e) {{ return e.message; }}"
     );
     let answer = server.run_in("node", &code).await;
-    let text = answer.ok()["result"].as_str().unwrap_or_default().to_string();
+    let text = answer.ok()["result"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(text.contains("2000 subschemas"), "{}", answer.ok());
 }
 
@@ -150,7 +153,12 @@ async fn a_check_past_its_step_bound_is_refused_before_it_runs() {
     let result = &answer.ok()["result"];
     assert_eq!(result["shallow"], "walked", "{}", answer.ok());
     assert_eq!(result["bad"], INVALID_REQUEST, "{}", answer.ok());
-    assert_eq!(result["deep"][0], "code-runner::resource_exhausted", "{}", answer.ok());
+    assert_eq!(
+        result["deep"][0],
+        "code-runner::resource_exhausted",
+        "{}",
+        answer.ok()
+    );
     assert!(
         result["deep"][1]
             .as_str()
@@ -168,6 +176,11 @@ fn cpu_ticks(pid: u32) -> u64 {
     // Fields after the command's closing parenthesis: utime is the 12th, stime the 13th.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     tick(11) + tick(12)
 }

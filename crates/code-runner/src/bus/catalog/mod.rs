@@ -19,8 +19,10 @@ pub(crate) mod cost;
 mod format;
 #[cfg(test)]
 mod tests;
+mod text;
 
 pub use format::{MAX_FORMAT_BYTES, check_description, check_format};
+pub use text::visible;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

@@ -9,8 +9,8 @@
 //! private-use and unassigned code points, and variation selectors (each can
 //! carry hidden text). What is left is cut to a length, at a character.
 
+use crate::bus::catalog::visible;
 use serde_json::Value;
-use unicode_general_category::{GeneralCategory, get_general_category};
 
 /// Longest description of a guest-published tool, in characters: room to
 /// say what a function does, not a prompt.
@@ -74,26 +74,6 @@ pub fn clean_value(value: &Value, depth: usize) -> Value {
         Value::Array(_) | Value::Object(_) => Value::Null,
         other => other.clone(),
     }
-}
-
-fn visible(c: char) -> bool {
-    if c == '\n' || c == '\t' {
-        return true;
-    }
-    let selector = matches!(c, '\u{fe00}'..='\u{fe0f}' | '\u{e0100}'..='\u{e01ef}');
-    let filler = matches!(c, '\u{115f}' | '\u{1160}' | '\u{3164}' | '\u{ffa0}');
-    !selector
-        && !filler
-        && !matches!(
-            get_general_category(c),
-            GeneralCategory::Control
-                | GeneralCategory::Format
-                | GeneralCategory::LineSeparator
-                | GeneralCategory::ParagraphSeparator
-                | GeneralCategory::PrivateUse
-                | GeneralCategory::Surrogate
-                | GeneralCategory::Unassigned
-        )
 }
 
 /// Skips a CSI sequence's parameters up to its final byte (`@` to `~`).

@@ -14,6 +14,7 @@
 pub(crate) mod names;
 mod py;
 pub(crate) mod schema;
+mod text;
 mod ts;
 mod wire;
 

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::Entry;
 use super::schema::{Object, Ty};
+use super::text::{py_comment, py_docstring, py_string};
 
 /// The first lines of the stubs.
 pub(super) const HEADER: &str =
@@ -102,24 +103,23 @@ impl<'a> Classes<'a> {
             for (field, ty, doc) in &fields {
                 let _ = writeln!(self.text, "    {field}: {ty}");
                 if let Some(doc) = doc {
-                    let _ = writeln!(self.text, "    {}", docstring(doc, "    "));
+                    let _ = writeln!(self.text, "    {}", py_docstring(doc, "    "));
                 }
             }
         } else {
             for (field, _, doc) in &fields {
                 if let Some(doc) = doc {
-                    let line = doc.split_whitespace().collect::<Vec<_>>().join(" ");
-                    let _ = writeln!(self.text, "# {}: {line}", quoted(field));
+                    let _ = writeln!(self.text, "# {}: {}", py_string(field), py_comment(doc));
                 }
             }
             let body: Vec<String> = fields
                 .iter()
-                .map(|(field, ty, _)| format!("{}: {ty}", quoted(field)))
+                .map(|(field, ty, _)| format!("{}: {ty}", py_string(field)))
                 .collect();
             let _ = writeln!(
                 self.text,
                 "{name} = TypedDict({}, {{{}}})",
-                quoted(&name),
+                py_string(&name),
                 body.join(", ")
             );
         }
@@ -138,14 +138,11 @@ fn literal(values: &[Value]) -> String {
             Value::Null => "None".into(),
             Value::Bool(true) => "True".into(),
             Value::Bool(false) => "False".into(),
+            Value::String(text) => py_string(text),
             other => other.to_string(),
         })
         .collect();
     format!("Literal[{}]", spelled.join(", "))
-}
-
-fn quoted(text: &str) -> String {
-    Value::String(text.to_string()).to_string()
 }
 
 fn is_identifier(name: &str) -> bool {
@@ -170,27 +167,6 @@ pub(super) fn camel(text: &str) -> String {
         .collect()
 }
 
-/// A triple-quoted docstring whose text cannot end it.
-fn docstring(doc: &str, indent: &str) -> String {
-    let escaped = doc.replace('\\', "\\\\").replace("\"\"\"", "\\\"\\\"\\\"");
-    let mut body = String::new();
-    for (i, line) in escaped.lines().map(str::trim_end).enumerate() {
-        if i > 0 {
-            body.push('\n');
-            if !line.is_empty() {
-                body.push_str(indent);
-            }
-        }
-        body.push_str(line);
-    }
-    // A closing quote would end the string early: `"x""""`.
-    let body = match body.strip_suffix('"') {
-        Some(rest) => format!("{rest}\\\""),
-        None => body,
-    };
-    format!("\"\"\"{body}\"\"\"")
-}
-
 /// One function: its classes (into `classes`) and its `__call__`'s text (an
 /// object payload overloaded: one dict, or its fields as keywords).
 pub(super) fn function(entry: &Entry, input: &Ty, output: &Ty, classes: &mut Classes) -> String {
@@ -204,7 +180,7 @@ pub(super) fn function(entry: &Entry, input: &Ty, output: &Ty, classes: &mut Cla
         doc.push_str("\n\n");
     }
     let _ = write!(doc, "Calls `{}`.", entry.id);
-    let doc = |extra: &str| docstring(&format!("{doc}{extra}"), "        ");
+    let doc = |extra: &str| py_docstring(&format!("{doc}{extra}"), "        ");
     match input {
         Ty::Object(object) if !object.props.is_empty() => {
             let class = classes.object(object, &format!("{base}Input"));
@@ -326,10 +302,10 @@ mod tests {
     #[test]
     fn a_docstring_ending_in_a_quote_stays_closed() {
         assert_eq!(
-            docstring("e.g. \"PT\"", "    "),
+            py_docstring("e.g. \"PT\"", "    "),
             "\"\"\"e.g. \"PT\\\"\"\"\""
         );
-        assert_eq!(docstring("a\n\nb \\", "  "), "\"\"\"a\n\n  b \\\\\"\"\"");
+        assert_eq!(py_docstring("a\n\nb \\", "  "), "\"\"\"a\n\n  b \\\\\"\"\"");
     }
 
     /// A function named `list` or `str` hides no type: the namespace's body

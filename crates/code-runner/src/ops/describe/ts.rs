@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::Entry;
 use super::schema::{Object, Ty};
+use super::text::{ts_comment_line, ts_inline, ts_string};
 
 /// `ty` as a TypeScript type.
 fn ty(t: &Ty) -> String {
@@ -18,7 +19,10 @@ fn ty(t: &Ty) -> String {
         Ty::Bool => "boolean".into(),
         Ty::Int | Ty::Num => "number".into(),
         Ty::Str => "string".into(),
-        Ty::Literals(values) => join(values.iter().map(|v| v.to_string())),
+        Ty::Literals(values) => join(values.iter().map(|v| match v {
+            Value::String(text) => ts_string(text),
+            other => other.to_string(),
+        })),
         Ty::Array(item) => format!("Array<{}>", ty(item)),
         Ty::Union(options) => join(options.iter().map(ty)),
         Ty::Object(object) => obj(object),
@@ -37,7 +41,7 @@ fn obj(object: &Object) -> String {
     let mut out = String::from("{ ");
     for prop in &object.props {
         if let Some(doc) = &prop.doc {
-            let _ = write!(out, "/** {} */ ", inline_doc(doc));
+            let _ = write!(out, "/** {} */ ", ts_inline(doc));
         }
         let optional = if prop.required { "" } else { "?" };
         let _ = write!(out, "{}{optional}: {}; ", key(&prop.name), ty(&prop.ty));
@@ -61,16 +65,8 @@ fn key(name: &str) -> String {
     if ident {
         name.to_string()
     } else {
-        Value::String(name.to_string()).to_string()
+        ts_string(name)
     }
-}
-
-/// A description on one line, unable to end its comment.
-fn inline_doc(doc: &str) -> String {
-    doc.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace("*/", "*\\/")
 }
 
 /// One function's declaration, indented for its namespace block.
@@ -78,11 +74,11 @@ pub(super) fn function(entry: &Entry, input: &Ty, output: &Ty) -> String {
     let mut out = String::new();
     out.push_str("  /**\n");
     if let Some(doc) = &entry.doc {
-        for line in doc.lines() {
-            let _ = writeln!(out, "   * {}", line.trim_end().replace("*/", "*\\/"));
+        for line in doc.split('\n') {
+            let _ = writeln!(out, "   * {}", ts_comment_line(line));
         }
     }
-    let _ = writeln!(out, "   * Calls `{}`.", entry.id.replace("*/", "*\\/"));
+    let _ = writeln!(out, "   * Calls `{}`.", ts_comment_line(&entry.id));
     out.push_str("   */\n");
     let optional = match input {
         Ty::Unknown | Ty::Null => true,

@@ -72,23 +72,59 @@ pub(super) async fn call_local(
     Ok(answer)
 }
 
+/// The largest answer `call --url` and `run --url` read: a server (which may
+/// be anyone's) cannot make the CLI hold more. An answer past it is an
+/// error naming the bound.
+pub const MAX_REMOTE_ANSWER_BYTES: usize = 256 << 20;
+
+/// The most JSON values and the deepest nesting a remote answer may have
+/// before it is parsed (a real one holds a few dozen values; collected
+/// files and figures are single base64 strings).
+const MAX_REMOTE_ANSWER_VALUES: usize = 4 << 20;
+const MAX_REMOTE_ANSWER_DEPTH: usize = 128;
+
 pub(super) async fn call_remote(
     url: &str,
     function_id: &str,
     payload: &Value,
 ) -> anyhow::Result<Result<Value, CallError>> {
     let endpoint = format!("{}/v1/call/{function_id}", url.trim_end_matches('/'));
-    let response = reqwest::Client::new()
+    let mut response = reqwest::Client::new()
         .post(&endpoint)
         .json(payload)
         .send()
         .await
         .with_context(|| format!("cannot reach {endpoint}"))?;
     let status = response.status();
-    let body: Value = response
-        .json()
+    let too_large = || {
+        anyhow::anyhow!(
+            "{endpoint} answered more than {} MiB; code-runner reads no more than that",
+            MAX_REMOTE_ANSWER_BYTES >> 20
+        )
+    };
+    if response
+        .content_length()
+        .is_some_and(|len| len > MAX_REMOTE_ANSWER_BYTES as u64)
+    {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
         .await
-        .with_context(|| format!("{endpoint} did not answer JSON"))?;
+        .with_context(|| format!("reading {endpoint}'s answer"))?
+    {
+        if bytes.len() + chunk.len() > MAX_REMOTE_ANSWER_BYTES {
+            return Err(too_large());
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    let body: Value = code_runner_core::json::parse_bounded(
+        &bytes,
+        MAX_REMOTE_ANSWER_DEPTH,
+        Some(MAX_REMOTE_ANSWER_VALUES),
+    )
+    .map_err(|why| anyhow::anyhow!("{endpoint} did not answer JSON within bounds: {why}"))?;
     if status.is_success() {
         return Ok(Ok(body));
     }

@@ -36,6 +36,7 @@ pub fn write_files(answer: &Value, out: &Path, overwrite: bool) -> anyhow::Resul
     let root =
         beneath::open_root(&out).with_context(|| format!("cannot open {}", out.display()))?;
     let mut planned = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for file in answer
         .get("files")
         .and_then(Value::as_array)
@@ -48,6 +49,14 @@ pub fn write_files(answer: &Value, out: &Path, overwrite: bool) -> anyhow::Resul
         }
         let path = normalise(field("path")).map_err(|err| anyhow::anyhow!(err.message))?;
         let at = out.join(&path);
+        // One answer, one file per path: a second would overwrite the
+        // first without --overwrite (nothing is written).
+        if !seen.insert(path.clone()) {
+            bail!(
+                "the answer lists `{path}` twice; nothing was written ({} is where it would go)",
+                at.display()
+            );
+        }
         match beneath::file_size(&root, &path) {
             Ok(None) => {}
             Ok(Some(_)) if overwrite => {}

@@ -493,3 +493,100 @@ fn run_attaches_local_files_and_writes_collected_ones_into_out() {
         "a,2\nb,4\n"
     );
 }
+
+/// A hostile `--url` server (issue 44, item 7): an endless answer is
+/// refused at the CLI's bound without the CLI holding it (its peak memory
+/// stays far below what it was sent), and an answer that lists one path
+/// twice writes nothing, `--overwrite` or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_with_url_bounds_what_a_hostile_server_answers() {
+    use axum::routing::post;
+    let app = axum::Router::new()
+        .route(
+            "/huge/v1/call/{id}",
+            post(|| async {
+                // 1 GiB of one JSON string, in 1 MiB pieces, never ending early.
+                let head = futures::stream::once(async {
+                    Ok::<_, std::io::Error>(axum::body::Bytes::from_static(b"{\"result\":\""))
+                });
+                let piece = axum::body::Bytes::from(vec![b'x'; 1 << 20]);
+                let body = futures::stream::iter((0..1024).map(move |_| Ok(piece.clone())));
+                axum::body::Body::from_stream(futures::StreamExt::chain(head, body))
+            }),
+        )
+        .route(
+            "/twice/v1/call/{id}",
+            post(|| async {
+                axum::Json(json!({"stdout": "", "stderr": "", "exit_code": 0, "success": true,
+                    "duration_ms": 1, "result": null, "files": [
+                        {"path": "a.txt", "mime_type": "text/plain", "size": 2, "base64": "aGk="},
+                        {"path": "a.txt", "mime_type": "text/plain", "size": 3, "base64": "YnllCg=="}]}))
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempdir();
+    let huge = format!("http://{addr}/huge");
+    let mut child = binary()
+        .args(["run", "--lang", "python", "--url", &huge, "result = 1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let peak = tokio::task::spawn_blocking(move || {
+        let mut peak_kib = 0u64;
+        while let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+            let hwm = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+            match hwm {
+                Some(kib) => peak_kib = peak_kib.max(kib),
+                None => break, // a zombie: the process has exited
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        peak_kib
+    })
+    .await
+    .unwrap();
+    let output = tokio::task::spawn_blocking(move || {
+        let status = child.wait().unwrap();
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        (status, stderr)
+    })
+    .await
+    .unwrap();
+    assert!(!output.0.success());
+    assert!(output.1.contains("more than 256 MiB"), "{}", output.1);
+    assert!(
+        peak < 600 << 10,
+        "the CLI held {} MiB of a hostile answer",
+        peak >> 10
+    );
+
+    let twice = format!("http://{addr}/twice");
+    for extra in [&[][..], &["--overwrite"][..]] {
+        let mut command = binary();
+        command.current_dir(dir.path()).args([
+            "run",
+            "--lang",
+            "python",
+            "--url",
+            &twice,
+            "--collect",
+            "*",
+            "--out",
+            "results",
+        ]);
+        let output = output_within(command.args(extra).arg("result = 1"), CALL_LIMIT);
+        assert!(!output.status.success());
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(said.contains("lists `a.txt` twice"), "{said}");
+        assert!(!dir.path().join("results/a.txt").exists());
+    }
+}

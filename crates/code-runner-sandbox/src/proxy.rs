@@ -42,46 +42,80 @@ impl Engine for SandboxEngine {
         options: RuntimeOptions,
     ) -> BoxFuture<'_, Result<Arc<dyn Runtime>, RunnerError>> {
         Box::pin(async move {
-            let conn = self.pool.place().await?;
-            let id = self.pool.next_id();
-            conn.load.fetch_add(1, Ordering::SeqCst);
-            let runtime = SandboxRuntime {
-                lang: self.lang,
-                conn: conn.clone(),
-                handle: id,
-                pool: self.pool.clone(),
-                closed: AtomicBool::new(false),
-            };
-            let Some(reply) = conn.expect(SPAWN, id) else {
-                runtime.release();
-                return Err(RunnerError::engine(conn.death()));
-            };
-            conn.send(ToChild::Spawn {
-                id,
-                lang: self.lang,
-                options,
-            });
-            match reply.await {
-                Ok(Frame {
-                    header: FromChild::Spawned { error: None, .. },
-                    ..
-                }) => Ok(Arc::new(runtime) as Arc<dyn Runtime>),
-                Ok(Frame {
-                    header:
-                        FromChild::Spawned {
-                            error: Some(err), ..
-                        },
-                    ..
-                }) => {
-                    runtime.release();
-                    Err(err.into())
-                }
-                _ => {
-                    runtime.release();
-                    Err(RunnerError::engine(conn.death()))
+            // A spawn answered by its process's death never made a runtime:
+            // it goes to another process (the pool replaces the dead one),
+            // so a runtime asked for just as a process dies is not lost.
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                match self.spawn_once(options.clone()).await {
+                    Err(Spawn::Died(why)) if attempt < MAX_SPAWN_ATTEMPTS => {
+                        tracing::debug!(
+                            attempt,
+                            "a sandbox process died before it spawned a runtime ({why}); another one spawns it"
+                        );
+                    }
+                    Err(Spawn::Died(why)) => return Err(RunnerError::engine(why)),
+                    Err(Spawn::Refused(err)) => return Err(err),
+                    Ok(runtime) => return Ok(runtime),
                 }
             }
         })
+    }
+}
+
+/// Processes a spawn is tried in before its refusal stands.
+const MAX_SPAWN_ATTEMPTS: usize = 4;
+
+/// Why a spawn made no runtime.
+enum Spawn {
+    /// The process died before it answered (nothing was made there).
+    Died(String),
+    /// The process, or the pool, answered with an error.
+    Refused(RunnerError),
+}
+
+impl SandboxEngine {
+    async fn spawn_once(&self, options: RuntimeOptions) -> Result<Arc<dyn Runtime>, Spawn> {
+        let conn = self.pool.place().await.map_err(Spawn::Refused)?;
+        let id = self.pool.next_id();
+        conn.load.fetch_add(1, Ordering::SeqCst);
+        let runtime = SandboxRuntime {
+            lang: self.lang,
+            conn: conn.clone(),
+            handle: id,
+            pool: self.pool.clone(),
+            closed: AtomicBool::new(false),
+        };
+        let Some(reply) = conn.expect(SPAWN, id) else {
+            runtime.release();
+            return Err(Spawn::Died(conn.death()));
+        };
+        conn.send(ToChild::Spawn {
+            id,
+            lang: self.lang,
+            options,
+        });
+        match reply.await {
+            Ok(Frame {
+                header: FromChild::Spawned { error: None, .. },
+                ..
+            }) => Ok(Arc::new(runtime) as Arc<dyn Runtime>),
+            Ok(Frame {
+                header:
+                    FromChild::Spawned {
+                        error: Some(err), ..
+                    },
+                ..
+            }) => {
+                runtime.release();
+                Err(Spawn::Refused(err.into()))
+            }
+            _ => {
+                runtime.release();
+                Err(Spawn::Died(conn.death()))
+            }
+        }
     }
 }
 

@@ -296,3 +296,41 @@ async fn a_one_shot_whose_code_began_is_not_run_again() {
 
 /// SIGSTOP's number on Linux.
 const SIGSTOP: i32 = 19;
+
+/// Issue 44, item 8: a runtime asked for just as its process dies is made
+/// in another one. The victim is stopped, so the spawns placed on it wait
+/// unanswered in its socket; then it is killed: every one of the one-shots
+/// still answers (none fails `sandbox process died: signal 9`).
+#[tokio::test(flavor = "multi_thread")]
+async fn one_shots_spawned_as_their_process_dies_are_spawned_elsewhere() {
+    let server = crate::helpers::Server::with_config(
+        "isolation: process\nsandbox_processes: 2\nwarm_pool: 0\n",
+    )
+    .await;
+    wait_for_processes(&server, 2).await;
+    let placed = processes(&server).await;
+    let victim = placed[0].0;
+    super::signal(victim, SIGSTOP);
+    let runs = (0..12).map(|i| {
+        let server = &server;
+        async move {
+            let lang = if i % 2 == 0 { "python" } else { "node" };
+            let code = if lang == "python" {
+                "result = 2 + 2"
+            } else {
+                "return 2 + 2"
+            };
+            (lang, server.run_in(lang, code).await)
+        }
+    });
+    let (answers, ()) = tokio::join!(futures::future::join_all(runs), async {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        super::signal(victim, 9);
+    });
+    for (lang, answer) in answers {
+        assert!(
+            answer.status.is_success() && answer.body["result"] == json!(4),
+            "{lang}: {answer:?}"
+        );
+    }
+}

@@ -480,3 +480,40 @@ fn stdio_lines_are_counted_and_refusals_answered() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// Issue 44, item 9: one deadline for every body, whichever parser reads
+/// it. The review's probe, 40 stalled 15 MiB bodies to `/mcp` (and as many
+/// to `/v1/call` beside them), each cut off at the body deadline: answered
+/// 408 and closed, none left open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_stalled_body_is_closed_at_the_one_deadline() {
+    let http = HttpOptions {
+        body_read_timeout: Duration::from_secs(5),
+        ..HttpOptions::default()
+    };
+    let server = Server::with_http("", http).await;
+    let addr = server.addr();
+    let mut stalled = Vec::new();
+    for path in ["/mcp".to_string(), format!("/v1/call/{RUN}")] {
+        for _ in 0..40 {
+            let mut stream = TcpStream::connect(&addr).await.unwrap();
+            let head = format!(
+                "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
+                15 * MIB
+            );
+            stream.write_all(head.as_bytes()).await.unwrap();
+            let _ = stream.write_all(&vec![b' '; MIB]).await;
+            stalled.push((path.clone(), stream));
+        }
+    }
+    for (path, mut stream) in stalled {
+        let mut answer = Vec::new();
+        tokio::time::timeout(WITHIN, stream.read_to_end(&mut answer))
+            .await
+            .unwrap_or_else(|_| panic!("a stalled {path} body was still open after {WITHIN:?}"))
+            .unwrap();
+        let text = String::from_utf8_lossy(&answer);
+        assert!(text.starts_with("HTTP/1.1 408"), "{path}: {text}");
+    }
+    server.assert_still_serves().await;
+}

@@ -306,7 +306,7 @@ impl CodeRuntime {
                         max_output_bytes: cap,
                     },
                 ) {
-                    Settled::Value(value) => (value, None),
+                    Settled::Value(value, _) => (value, None),
                     Settled::Failed(kind, message) => (None, Some((kind, message))),
                 },
                 (None, code) => (

@@ -181,9 +181,27 @@ impl AbortSignal {
 pub enum Completion {
     /// No value (python: `result` unassigned or `None`; node: `undefined`).
     Absent,
+    /// No value, where the engine saw a likely mistake (python's last line
+    /// an expression whose value was not kept): the text says so.
+    AbsentWithNote(String),
     /// A lossless JSON value.
     Value(Value),
-    /// A value JSON cannot represent losslessly; the text says why.
+    /// The value's JSON form, with something in it rewritten rather than
+    /// carried (`NaN` as `null`, a date as ISO-8601 text, an `undefined`
+    /// property dropped as `JSON.stringify` drops it): faithful for a
+    /// caller that asked for JSON (the worker's result), refused by the
+    /// seam's lossless policy.
+    Converted {
+        /// The JSON form.
+        value: Value,
+        /// The first value rewritten, with its path (`result[3]: NaN became null`).
+        substituted: String,
+        /// What the caller is told with the value, if anything (a `Map`
+        /// written as `{}`, bytes as base64).
+        note: Option<String>,
+    },
+    /// A value with no JSON form: the text names its path and type and
+    /// how to fix it.
     NotJson(String),
     /// A value too large to carry across the engine boundary: its facts only.
     Oversize {
@@ -341,6 +359,11 @@ pub struct TurnOutcome {
     pub denied: bool,
     /// What the turn cost (zero for a turn that never ran).
     pub usage: TurnUsage,
+    /// The runtime's interpreter was lost with this turn (python's instance
+    /// trapped, or exited): its variables are gone, its files stay, and its
+    /// next turn starts a fresh interpreter. Never set by an engine whose
+    /// state survives a stopped turn (node's isolate).
+    pub interpreter_reset: bool,
 }
 
 pub use crate::wire::Image;

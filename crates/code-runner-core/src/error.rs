@@ -121,6 +121,18 @@ pub struct RunnerError {
     /// Human-readable detail; never carries a full `runtime_id`. Bounded by
     /// [`MAX_ERROR_MESSAGE_BYTES`] when built with [`RunnerError::new`].
     pub message: String,
+    /// What a run's program wrote before it was stopped (a timeout, a memory
+    /// cap), capped as a response's output is; `None` for every other error.
+    pub output: Option<Box<PartialOutput>>,
+}
+
+/// A stopped run's output so far, carried beside its error.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PartialOutput {
+    /// Standard output, capped by `max_stream_bytes`.
+    pub stdout: String,
+    /// Standard error, capped by `max_stream_bytes`.
+    pub stderr: String,
 }
 
 impl RunnerError {
@@ -129,7 +141,15 @@ impl RunnerError {
         RunnerError {
             code,
             message: bound_message(message),
+            output: None,
         }
+    }
+
+    /// The same error carrying a stopped run's `output`.
+    #[must_use]
+    pub fn with_output(mut self, output: PartialOutput) -> Self {
+        self.output = Some(Box::new(output));
+        self
     }
 
     /// `code-runner::invalid_request` with `message`.

@@ -60,9 +60,11 @@ pub use engine::{
     AbortSignal, Completion, Engine, FailureKind, Fault, Image, Runtime, RuntimeOptions, Task,
     TurnEnding, TurnImages, TurnOutcome, TurnSpec, TurnUsage, thread_cpu_ns,
 };
-pub use error::{ErrorCode, MAX_ERROR_MESSAGE_BYTES, RunnerError, bound_message};
+pub use error::{ErrorCode, MAX_ERROR_MESSAGE_BYTES, PartialOutput, RunnerError, bound_message};
 pub use fs::create_private_dir;
-pub use settle::{Settled, ValuePolicy, cap_images, settle_completion, settle_response};
+pub use settle::{
+    MAX_RESULT_NOTE_BYTES, Settled, ValuePolicy, cap_images, settle_completion, settle_response,
+};
 pub use wire::{
     CollectedFile, FileInput, Lang, RegisterRequest, RegisterResponse, RunRequest, RunResponse,
     TeardownRequest, TeardownResponse,

@@ -28,22 +28,44 @@ pub enum ValuePolicy {
 /// A settled completion: a value, or the failure the policy turned it into.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Settled {
-    /// The value to report (`Value::Null` for none under `Substitute`).
-    Value(Option<Value>),
+    /// The value to report (`Value::Null` for none under `Substitute`), and
+    /// what the caller is told about it (the worker's `result_note`).
+    Value(Option<Value>, Option<String>),
     /// The policy refused the completion.
     Failed(FailureKind, String),
 }
 
 /// Applies `policy` to a completion.
 pub fn settle_completion(completion: Completion, policy: ValuePolicy) -> Settled {
+    let capped = |value, caps: OutputCaps| caps::cap_result(value, caps.max_result_bytes);
     match (completion, policy) {
-        (Completion::Absent, ValuePolicy::Substitute(_)) => Settled::Value(Some(Value::Null)),
-        (Completion::Absent, ValuePolicy::Lossless { .. }) => Settled::Value(None),
-        (Completion::Value(value), ValuePolicy::Substitute(caps)) => {
-            Settled::Value(Some(caps::cap_result(value, caps.max_result_bytes)))
+        (Completion::Absent, ValuePolicy::Substitute(_)) => Settled::Value(Some(Value::Null), None),
+        (Completion::AbsentWithNote(note), ValuePolicy::Substitute(_)) => {
+            Settled::Value(Some(Value::Null), Some(note))
         }
-        (Completion::Value(value), ValuePolicy::Lossless { .. }) => Settled::Value(Some(value)),
-        (Completion::NotJson(_), ValuePolicy::Substitute(_)) => Settled::Value(Some(Value::Null)),
+        (Completion::Absent | Completion::AbsentWithNote(_), ValuePolicy::Lossless { .. }) => {
+            Settled::Value(None, None)
+        }
+        (Completion::Value(value), ValuePolicy::Substitute(caps)) => {
+            Settled::Value(Some(capped(value, caps)), None)
+        }
+        (Completion::Converted { value, note, .. }, ValuePolicy::Substitute(caps)) => {
+            Settled::Value(Some(capped(value, caps)), note)
+        }
+        (Completion::Value(value), ValuePolicy::Lossless { .. }) => {
+            Settled::Value(Some(value), None)
+        }
+        (Completion::Converted { substituted, .. }, ValuePolicy::Lossless { .. }) => {
+            Settled::Failed(
+                FailureKind::InvalidOutput,
+                crate::error::bound_message(format!(
+                    "the completion value is not lossless JSON: {substituted}"
+                )),
+            )
+        }
+        (Completion::NotJson(why), ValuePolicy::Substitute(_)) => {
+            Settled::Value(Some(Value::Null), Some(why))
+        }
         (Completion::NotJson(why), ValuePolicy::Lossless { .. }) => Settled::Failed(
             FailureKind::InvalidOutput,
             crate::error::bound_message(format!(
@@ -52,8 +74,11 @@ pub fn settle_completion(completion: Completion, policy: ValuePolicy) -> Settled
         ),
         (Completion::Oversize { bytes, shape }, ValuePolicy::Substitute(caps)) => {
             match caps.max_result_bytes {
-                Some(_) => Settled::Value(Some(Value::String(caps::omitted_marker(bytes, &shape)))),
-                None => Settled::Value(Some(Value::Null)),
+                Some(_) => Settled::Value(
+                    Some(Value::String(caps::omitted_marker(bytes, &shape))),
+                    None,
+                ),
+                None => Settled::Value(Some(Value::Null), None),
             }
         }
         (Completion::Oversize { bytes, .. }, ValuePolicy::Lossless { .. }) => Settled::Failed(
@@ -82,16 +107,24 @@ pub fn settle_response(
         egress: None,
     };
     let (exit_code, completion) = match outcome.ending {
-        TurnEnding::Faulted(fault) => return Err(fault.to_runner_error()),
+        TurnEnding::Faulted(fault) => {
+            // What the program wrote before it was stopped goes beside the
+            // error, capped as a response's output is.
+            let output = crate::error::PartialOutput {
+                stdout: outcome.stdout.render(),
+                stderr: outcome.stderr.render(),
+            };
+            return Err(fault.to_runner_error().with_output(output));
+        }
         TurnEnding::Exited {
             exit_code,
             completion,
             ..
         } => (exit_code, completion),
     };
-    let result = match settle_completion(completion, ValuePolicy::Substitute(caps)) {
-        Settled::Value(value) => value.unwrap_or(Value::Null),
-        Settled::Failed(..) => Value::Null,
+    let (result, result_note) = match settle_completion(completion, ValuePolicy::Substitute(caps)) {
+        Settled::Value(value, note) => (value.unwrap_or(Value::Null), note.map(bound_note)),
+        Settled::Failed(..) => (Value::Null, None),
     };
     Ok(RunResponse {
         stdout: outcome.stdout.render(),
@@ -105,7 +138,20 @@ pub fn settle_response(
         images: Vec::new(),
         files: Vec::new(),
         suspended: None,
+        result_note,
+        runtime_reset: None,
     })
+}
+
+/// Longest `result_note`, in bytes: a sentence or two, its path cut long before.
+pub const MAX_RESULT_NOTE_BYTES: usize = 2048;
+
+fn bound_note(note: String) -> String {
+    if note.len() <= MAX_RESULT_NOTE_BYTES {
+        return note;
+    }
+    let end = note.floor_char_boundary(MAX_RESULT_NOTE_BYTES - 3);
+    format!("{}…", &note[..end])
 }
 
 /// Applies the image caps to a turn's images: those that fit, in order (the
@@ -189,6 +235,7 @@ mod tests {
             stderr: StreamBuffer::new(Stream::Stderr, Some(10)),
             ending,
             denied: false,
+            interpreter_reset: false,
         }
     }
 
@@ -199,11 +246,31 @@ mod tests {
         let lossless = ValuePolicy::Lossless {
             max_output_bytes: None,
         };
-        let not_json = Completion::NotJson("NaN".into());
+        let not_json = Completion::NotJson("result.x is a set; return a list".into());
         assert_eq!(
             settle_completion(not_json.clone(), sub),
-            Settled::Value(Some(Value::Null))
+            Settled::Value(
+                Some(Value::Null),
+                Some("result.x is a set; return a list".into())
+            )
         );
+        // A converted value is the worker's answer (with its note), the
+        // seam's invalid-output.
+        let converted = Completion::Converted {
+            value: json!([null]),
+            substituted: "result[0]: NaN became null".into(),
+            note: None,
+        };
+        assert_eq!(
+            settle_completion(converted.clone(), sub),
+            Settled::Value(Some(json!([null])), None)
+        );
+        match settle_completion(converted, lossless) {
+            Settled::Failed(FailureKind::InvalidOutput, why) => {
+                assert!(why.contains("NaN became null"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
         assert!(matches!(
             settle_completion(not_json, lossless),
             Settled::Failed(FailureKind::InvalidOutput, _)
@@ -213,7 +280,9 @@ mod tests {
             shape: ResultShape::Array(9),
         };
         match settle_completion(big.clone(), sub) {
-            Settled::Value(Some(Value::String(s))) => assert!(s.contains("(9 array elements)")),
+            Settled::Value(Some(Value::String(s)), None) => {
+                assert!(s.contains("(9 array elements)"))
+            }
             other => panic!("{other:?}"),
         }
         assert!(matches!(

@@ -120,20 +120,29 @@ def _png_of(figure):
 
 def _install_show():
     # plt.show() puts every open figure in the turn's images and closes them;
-    # display(obj) shows a figure (or anything with _repr_png_), else prints it.
+    # display(obj) shows a figure (or anything with _repr_png_), else prints
+    # it. What a turn left open and did not show is shown at its end (the
+    # returned function), every open figure then closed, as a notebook's
+    # inline backend does: a figure never comes back as nothing, and one
+    # display()ed is not shown twice.
     plt = _sys.modules.get("matplotlib.pyplot")
+    displayed = set()
 
     def show(*args, **kwargs):
         if plt is None:
             return
         for number in plt.get_fignums():
             _keep_image(_png_of(plt.figure(number)))
+        displayed.clear()
         plt.close("all")
 
     def display(*objects, **kwargs):
         for obj in objects:
             if hasattr(obj, "savefig"):
                 _keep_image(_png_of(obj))
+                number = getattr(obj, "number", None)
+                if number is not None:
+                    displayed.add(number)
             elif hasattr(obj, "_repr_png_"):
                 png = obj._repr_png_()
                 if isinstance(png, bytes):
@@ -141,17 +150,29 @@ def _install_show():
             else:
                 print(repr(obj))
 
+    def show_open():
+        if plt is None:
+            return
+        for number in plt.get_fignums():
+            if number not in displayed:
+                _keep_image(_png_of(plt.figure(number)))
+        displayed.clear()
+        plt.close("all")
+
     if plt is not None:
         plt.show = show
     _builtins.display = display
+    return show_open
 
 
-_install_show()
+# What a turn drew and did not show is shown at its end, as a notebook's
+# inline backend does (and closed), so a figure never comes back as nothing.
+_show_open = _install_show()
 
 
 def _make_entry():
     from _host import call as door
-    turn, images, omitted = _turn, _images, _omitted
+    turn, images, omitted, show_open = _turn, _images, _omitted, _show_open
 
     def run():
         images.clear()
@@ -159,6 +180,10 @@ def _make_entry():
         task = door(b"T").decode("utf-8")
         head, body = turn(task)
         del task
+        try:
+            show_open()
+        except BaseException:  # noqa: B036 - a figure that cannot render is the program's own
+            pass
         parts = ["E", head, "\n"]
         if body is not None:
             parts += ["\x01", body]
@@ -257,7 +282,7 @@ def _no_descriptors_left():
 _no_descriptors_left()
 # The builtins a turn's own code gets back after the program's ran: these.
 _program_hooks[0], _program_hooks[1] = _builtins_hooks(dict(_builtins.__dict__))
-del _name, _make_entry, _no_descriptors_left, _warm_up, _install_show, _builtins_hooks, _direct_entry
+del _name, _make_entry, _no_descriptors_left, _warm_up, _install_show, _builtins_hooks, _direct_entry, _show_open
 
 import gc as _gc  # noqa: E402
 

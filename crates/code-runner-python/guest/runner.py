@@ -25,6 +25,7 @@ import base64, bisect, calendar, collections, copy, csv, dataclasses, datetime  
 import decimal, difflib, enum, fractions, functools, hashlib, heapq, html  # noqa: E401,F401
 import itertools, operator, pathlib, pprint, random, re, statistics, string  # noqa: E401,F401
 import struct, textwrap, time, traceback, typing, urllib.parse, uuid, zlib  # noqa: E401,F401
+import ast  # noqa: E402 - the notes on a null result read the program's last line
 
 try:
     import sqlite3  # noqa: F401
@@ -105,6 +106,245 @@ _MAX_EXCEPTION = 64 * 1024
 _I64 = (-(1 << 63), (1 << 63) - 1)
 
 
+def _make_converter():
+    # A turn's result as JSON: what has one faithful JSON form is converted,
+    # at any depth, the way a developer's `json.dumps(..., default=...)`
+    # would (numpy scalars and arrays, pandas frames, series and indexes,
+    # NaN and infinities as null where they stand, dates and times as
+    # ISO-8601, sets and tuples as lists, Decimal as a number when a float
+    # holds it exactly, else text, bytes as text or base64). Whatever has no
+    # such form raises NotJson naming its path and type and how to fix it.
+    # Bound once, as closure locals: a program that rebinds builtins breaks
+    # only itself.
+    (type, id, len, int, float, str, bool, list, tuple, dict, set, frozenset, bytes,
+     bytearray, memoryview, isinstance, sorted, repr, getattr, Exception, TypeError,
+     ValueError) = [_builtins.__dict__[name] for name in (
+        "type", "id", "len", "int", "float", "str", "bool", "list", "tuple", "dict", "set",
+        "frozenset", "bytes", "bytearray", "memoryview", "isinstance", "sorted", "repr",
+        "getattr", "Exception", "TypeError", "ValueError")]
+    sys, isfinite, b64encode = _sys, _math.isfinite, base64.b64encode
+    dt, Decimal, Enum, UUID = datetime, decimal.Decimal, enum.Enum, uuid.UUID
+    PurePath, is_dataclass, asdict = pathlib.PurePath, dataclasses.is_dataclass, dataclasses.asdict
+
+    class NotJson(Exception):
+        pass
+
+    class TooLarge(Exception):
+        def __init__(self, estimate, shape):
+            super().__init__("too large")
+            self.estimate = estimate
+            self.shape = shape
+
+    def kind_of(value):
+        t = type(value)
+        module = t.__module__
+        return t.__name__ if module in ("builtins", "__main__") else f"{module}.{t.__qualname__}"
+
+    def duration(delta):
+        # ISO-8601: P[n]DT[n]H[n]M[n]S, negative durations signed.
+        total = delta.total_seconds()
+        sign = "-" if total < 0 else ""
+        total = abs(total)
+        days, rest = divmod(total, 86400)
+        hours, rest = divmod(rest, 3600)
+        minutes, seconds = divmod(rest, 60)
+        seconds = (f"{seconds:.6f}".rstrip("0").rstrip(".")) or "0"
+        return f"{sign}P{int(days)}DT{int(hours)}H{int(minutes)}M{seconds}S"
+
+    def convert(value, limit, budget):
+        # (json, substituted, note): `substituted` names the first value
+        # rewritten rather than carried (NaN as null, a date as text), which
+        # the seam's lossless policy refuses; `note` what the caller is told.
+        state = {"count": 0, "substituted": None, "note": None}
+        np = sys.modules.get("numpy")
+        pd = sys.modules.get("pandas")
+
+        def substituted(path, what):
+            if state["substituted"] is None:
+                state["substituted"] = f"{path}: {what}"
+
+        def note(path, what):
+            if state["note"] is None:
+                state["note"] = f"{path}: {what}"
+
+        def key_of(key, path):
+            t = type(key)
+            if t is str:
+                return text(key, path)
+            if key is None or t is bool:
+                substituted(path, f"the key {key!r} became a string")
+                return "null" if key is None else ("true" if key else "false")
+            if t is int or t is float or (np is not None and isinstance(key, np.generic)):
+                key = key.item() if np is not None and isinstance(key, np.generic) else key
+                substituted(path, f"the key {key!r} became a string")
+                return repr(key) if type(key) is float else str(key)
+            if isinstance(key, (dt.date, dt.time)):
+                substituted(path, f"the key {key!r} became ISO-8601 text")
+                return key.isoformat()
+            raise NotJson(f"{path} has a {kind_of(key)} key {repr(key)[:80]}, and JSON keys are "
+                          "strings; use str(key) for the keys")
+
+        def text(value, path):
+            try:
+                value.encode("utf-8")
+                return value
+            except UnicodeEncodeError:
+                substituted(path, "a lone surrogate became U+FFFD")
+                note(path, "the string held a lone surrogate, written as U+FFFD")
+                return value.encode("utf-8", "replace").decode("utf-8")
+
+        def walk(value, path, depth, active):
+            state["count"] += 1
+            if state["count"] > budget:
+                raise TooLarge(state["count"], None)
+            t = type(value)
+            if value is None or t is bool or t is int:
+                return value
+            if t is str:
+                return text(value, path)
+            if t is float:
+                if isfinite(value):
+                    return value
+                substituted(path, f"{value!r} became null")
+                return None
+            if t is list or t is tuple or t is set or t is frozenset:
+                if depth >= limit:
+                    raise NotJson(f"{path} is nested more than {limit} levels deep")
+                if id(value) in active:
+                    raise NotJson(f"{path} is a cycle (it contains itself)")
+                if t is set or t is frozenset:
+                    substituted(path, "a set became a list")
+                    try:
+                        value = sorted(value)
+                    except Exception:
+                        value = list(value)
+                active.add(id(value))
+                out = [walk(item, f"{path}[{index}]", depth + 1, active)
+                       for index, item in enumerate(value)]
+                active.discard(id(value))
+                return out
+            if t is dict:
+                if depth >= limit:
+                    raise NotJson(f"{path} is nested more than {limit} levels deep")
+                if id(value) in active:
+                    raise NotJson(f"{path} is a cycle (it contains itself)")
+                active.add(id(value))
+                out = {}
+                for key, item in value.items():
+                    out[key_of(key, path)] = walk(item, f"{path}[{key!r}]", depth + 1, active)
+                active.discard(id(value))
+                return out
+            return other(value, path, depth, active)
+
+        def sized(size, shape):
+            if state["count"] + size > budget:
+                raise TooLarge(state["count"] + size, shape)
+
+        def other(value, path, depth, active):
+            if np is not None:
+                if isinstance(value, np.ndarray):
+                    if value.dtype.kind == "c":
+                        raise NotJson(f"{path} is a numpy array of complex numbers, which JSON "
+                                      "cannot represent; return [a.real.tolist(), a.imag.tolist()]")
+                    sized(int(value.size), ["array", int(value.shape[0]) if value.ndim else 0])
+                    return walk(value.tolist(), path, depth, active)
+                if isinstance(value, np.generic):
+                    if isinstance(value, np.complexfloating):
+                        raise NotJson(f"{path} is a {kind_of(value)}, which JSON cannot represent; "
+                                      "return [x.real, x.imag] or str(x)")
+                    return walk(value.item(), path, depth, active)
+            if pd is not None:
+                if isinstance(value, pd.DataFrame):
+                    sized(int(value.size) + len(value), ["array", len(value)])
+                    frame = value
+                    if not isinstance(frame.index, pd.RangeIndex) or frame.index.start != 0 or frame.index.step != 1:
+                        frame = frame.reset_index()
+                    if not all(type(c) is str for c in frame.columns):
+                        frame.columns = [c if type(c) is str else str(c) for c in frame.columns]
+                    return walk(frame.to_dict("records"), path, depth, active)
+                if isinstance(value, pd.Series):
+                    sized(len(value), ["array", len(value)])
+                    index = value.index
+                    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
+                        return walk(value.tolist(), path, depth, active)
+                    return walk(value.to_dict(), path, depth, active)
+                if isinstance(value, pd.Index):
+                    sized(len(value), ["array", len(value)])
+                    return walk(value.tolist(), path, depth, active)
+                if value is pd.NaT or value is getattr(pd, "NA", None):
+                    substituted(path, f"{value!r} became null")
+                    return None
+                if isinstance(value, pd.Timedelta):
+                    substituted(path, "a Timedelta became ISO-8601 text")
+                    return value.isoformat()
+                if isinstance(value, (pd.Period, pd.Interval)):
+                    substituted(path, f"a {type(value).__name__} became text")
+                    return str(value)
+                if isinstance(value, pd.Categorical):
+                    sized(len(value), ["array", len(value)])
+                    return walk(list(value), path, depth, active)
+            if isinstance(value, (dt.datetime, dt.date, dt.time)):
+                substituted(path, f"a {type(value).__name__} became ISO-8601 text")
+                return value.isoformat()
+            if isinstance(value, dt.timedelta):
+                substituted(path, "a timedelta became an ISO-8601 duration")
+                return duration(value)
+            if isinstance(value, Decimal):
+                if not value.is_finite():
+                    substituted(path, f"{value!r} became null")
+                    return None
+                as_float = float(value)
+                if Decimal(as_float) == value:
+                    return as_float
+                substituted(path, f"{value!r} became text (no float holds it exactly)")
+                return str(value)
+            if isinstance(value, Enum):
+                return walk(value.value, path, depth, active)
+            if isinstance(value, bool):
+                return bool(value)
+            if isinstance(value, int):
+                return int(value)
+            if isinstance(value, float):
+                return walk(float(value), path, depth, active)
+            if isinstance(value, str):
+                return text(str(value), path)
+            if isinstance(value, (UUID, PurePath)):
+                substituted(path, f"a {type(value).__name__} became text")
+                return str(value)
+            if isinstance(value, (bytes, bytearray, memoryview)):
+                raw = bytes(value)
+                try:
+                    decoded = raw.decode("utf-8")
+                    substituted(path, "bytes became text (they are UTF-8)")
+                    return decoded
+                except UnicodeDecodeError:
+                    substituted(path, "bytes became base64 text")
+                    note(path, "bytes that are not UTF-8 came back as base64 text")
+                    return b64encode(raw).decode("ascii")
+            if isinstance(value, (list, tuple, dict, set, frozenset)):
+                # A subclass of a container (a namedtuple, an OrderedDict,
+                # a defaultdict): its items.
+                base = dict(value) if isinstance(value, dict) else list(value)
+                return walk(base, path, depth, active)
+            if is_dataclass(value) and not isinstance(value, type):
+                return walk(asdict(value), path, depth, active)
+            if isinstance(value, complex):
+                raise NotJson(f"{path} is a complex number, which JSON cannot represent; "
+                              "return [x.real, x.imag] or str(x)")
+            kind = kind_of(value)
+            article = "an" if kind[:1].lower() in "aeiou" else "a"
+            raise NotJson(f"{path} is {article} {kind}, which JSON cannot represent; return its "
+                          "data as dicts, lists, strings and numbers (e.g. vars(x) or str(x))")
+
+        converted = walk(value, "result", 0, set())
+        return converted, state["substituted"], state["note"]
+
+    return convert, NotJson, TooLarge
+
+
+_convert, _NotJson, _TooLarge = _make_converter()
+
+
 def _make_turn():
     # Everything a turn needs is bound here, once, as closure locals: a guest
     # that rebinds builtins or module attributes breaks only itself.
@@ -118,6 +358,7 @@ def _make_turn():
         "KeyError", "AttributeError", "RecursionError", "UnicodeEncodeError", "MemoryError",
         "callable")]
     loads, dumps, host_call = _loads, _dumps, _host_call
+    convert, ConvertNotJson, TooLarge, absent_note = _convert, _NotJson, _TooLarge, _absent_note
     program_hooks = _program_hooks
     sys, os, builtins, isfinite, traceback_module = _sys, _os, _builtins, _math.isfinite, traceback
     os_write, random_seed = _os.write, random.seed
@@ -331,7 +572,7 @@ def _make_turn():
         return "\n".join(lines)[-_MAX_EXCEPTION:]
 
     def report_exception(exc):
-        hint = _missing_module_hint(exc)
+        hint = _missing_module_hint(exc) or _syntax_hint(exc)
         if hint:
             try:
                 exc.add_note(hint)
@@ -392,6 +633,13 @@ def _make_turn():
         # Once per instance, never in the snapshot: the snapshot froze the
         # PRNG state, and /work exists only at run time.
         random_seed()
+        # Output streams line by line, as node's does: a print reaches the
+        # host (and a live caller) when its line ends, not at the turn's end.
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.reconfigure(line_buffering=True)
+            except BaseException:
+                pass
         for hook in _instance_hooks:
             hook()
         try:
@@ -444,6 +692,7 @@ def _make_turn():
         env.pop("result", None)
         exit_code = 0
         exception = None
+        program = task.get("code") if "invoke" not in task and "define" not in task else None
         try:
             if "invoke" in task:
                 with_program(invoke, task["invoke"], task.get("payload"))
@@ -468,30 +717,46 @@ def _make_turn():
         value = env.get("result") if exit_code == 0 else None
         body = None
         if value is not None:
+            # The C encoder first: a plain value over the cap is measured at C
+            # speed and never walked in Python (nor sent).
             try:
-                # The C encoder first: a value over the cap is measured at C
-                # speed and never walked in Python (nor sent).
-                try:
-                    encoded = dumps(value)
-                except (TypeError, ValueError, RecursionError, OverflowError):
-                    encoded = None
-                if encoded is not None and len(encoded) > max_result:
-                    size = len(encoded.encode("utf-8", "surrogatepass"))
+                plain = dumps(value)
+            except (TypeError, ValueError, RecursionError, OverflowError):
+                plain = None
+            if plain is not None and len(plain) > max_result:
+                size = len(plain.encode("utf-8", "surrogatepass"))
+                if size > max_result:
                     head["oversize"] = {"bytes": size, "shape": shape(value)}
+                    value = None
+            del plain
+        if value is not None:
+            try:
+                converted, changed, told = convert(value, depth_limit[0], max(max_result, 1024))
+                encoded = dumps(converted)
+                size = len(encoded.encode("utf-8"))
+                if size > max_result:
+                    head["oversize"] = {"bytes": size, "shape": shape(converted)}
                 else:
-                    encoded = to_json(value, "result", depth_limit[0])
-                    if len(encoded.encode("utf-8")) > max_result:
-                        head["oversize"] = {"bytes": len(encoded.encode("utf-8")), "shape": shape(value)}
-                    else:
-                        body = encoded
-            except NotJson as err:
+                    body = encoded
+                if changed is not None:
+                    head["converted"] = clean(changed[:_MAX_EXCEPTION])
+                if told is not None:
+                    head["note"] = clean(told[:_MAX_EXCEPTION])
+            except ConvertNotJson as err:
                 head["not_json"] = clean(str(err)[:_MAX_EXCEPTION])
+            except TooLarge as big:
+                head["oversize"] = {"bytes": max(max_result + 1, 4 * big.estimate),
+                                    "shape": big.shape or shape(value)}
             except RecursionError:
                 head["not_json"] = "the result is nested too deeply"
             except MemoryError:
                 head["not_json"] = "the result is too large to write as JSON in this runtime's memory"
-            except ValueError as err:
-                head["not_json"] = clean(f"the result cannot be written as JSON: {err}"[:_MAX_EXCEPTION])
+            except BaseException as err:  # noqa: B036 - a guest's to_dict() that raises is its own failure
+                head["not_json"] = clean(f"converting the result to JSON raised {type(err).__name__}: {err}"[:_MAX_EXCEPTION])
+        elif exit_code == 0 and program is not None and "oversize" not in head:
+            told = absent_note(program)
+            if told is not None:
+                head["note"] = clean(told)
         return (dumps(head), body)
 
     return turn
@@ -510,13 +775,77 @@ _DATA_STACK = frozenset((
 
 
 def _missing_module_hint(exc):
-    if wit_world is None or type(exc) is not ModuleNotFoundError:
+    if type(exc) is not ModuleNotFoundError:
         return None
     name = (getattr(exc, "name", None) or "").partition(".")[0]
-    if name not in _DATA_STACK:
+    if wit_world is not None and name in _DATA_STACK:
+        return (f"{name} is part of the python data stack, which this code-runner does not have "
+                "installed (a lean install); its operator adds it with scripts/fetch-python-data")
+    # No install at run time: say what there is instead.
+    have = ["the standard library"]
+    if wit_world is None:
+        have.append("numpy, pandas, scipy, scikit-learn, statsmodels, matplotlib and the rest of "
+                    "the data stack")
+    try:
+        packages = sorted(entry[:-len(".dist-info")].replace("_", "-").rpartition("-")[0]
+                          for entry in _os.listdir("/packages") if entry.endswith(".dist-info"))
+    except OSError:
+        packages = []
+    if packages:
+        have.append("the operator's packages (" + ", ".join(packages[:20]) + ")")
+    return (f"code-runner cannot install {name or 'packages'} here: there is no pip and no "
+            "network install at run time. What python can import: " + "; ".join(have) + ".")
+
+
+def _syntax_hint(exc):
+    if type(exc) is SyntaxError and "'return' outside function" in str(exc):
+        return ("python code is a module, not a function body: assign the value instead, "
+                "`result = ...` (a later `return` has nothing to return from)")
+    return None
+
+
+# Calls a program ends with for their effect, not their value.
+_QUIET_CALLS = frozenset((
+    "print", "display", "show", "savefig", "close", "sleep", "write", "writelines", "flush",
+    "append", "extend", "update", "insert", "remove", "pop", "clear", "sort", "reverse", "add",
+    "discard", "seed", "shuffle", "plot", "bar", "barh", "scatter", "hist", "pie", "boxplot",
+    "imshow", "legend", "title", "suptitle", "xlabel", "ylabel", "set_title", "set_xlabel",
+    "set_ylabel", "grid", "tight_layout", "subplots", "figure", "subplot", "axis", "xticks",
+    "yticks", "xlim", "ylim", "to_csv", "to_json", "to_parquet", "to_excel", "to_pickle",
+    "savez", "save", "dump", "exit", "quit", "run", "trigger", "mkdir", "makedirs", "rmdir",
+    "unlink", "rename", "chdir", "set_option", "filterwarnings", "info", "pprint",
+))
+
+
+def _absent_note(source):
+    # A run that answers `result: null` because its last line is an
+    # expression (a notebook habit): say so, and how to return it.
+    if len(source) > 100_000:
         return None
-    return (f"{name} is part of the python data stack, which this code-runner does not have "
-            "installed (a lean install); its operator adds it with scripts/fetch-python-data")
+    try:
+        tree = ast.parse(source)
+    except BaseException:
+        return None
+    if not tree.body:
+        return None
+    last = tree.body[-1]
+    if type(last) is not ast.Expr or type(last.value) is ast.Constant:
+        return None
+    call = last.value
+    if type(call) is ast.Await:
+        call = call.value
+    if type(call) is ast.Call:
+        func = call.func
+        name = func.attr if type(func) is ast.Attribute else getattr(func, "id", "")
+        if name in _QUIET_CALLS:
+            return None
+    text = (ast.get_source_segment(source, last) or "").strip().replace("\n", " ")
+    if not text or len(text) > 120:
+        text = "the last line"
+    else:
+        text = f"`{text}`"
+    return ("result is null: python code returns what it assigns to `result`, and its last "
+            f"line {text} is an expression whose value is not kept; write `result = ...`")
 
 
 _turn = _make_turn()

@@ -63,16 +63,24 @@ pub(crate) fn finish(
             bytes: text.len() as u64,
             shape: ResultShape::Scalar,
         },
-        (Some(Ok(text)), _, _) => match protocol::parse_result(&text) {
-            Ok(value) => Completion::Value(value),
-            Err(why) => Completion::NotJson(why),
+        (Some(Ok(text)), _, _) => match (protocol::parse_result(&text), head.converted) {
+            (Ok(value), None) => Completion::Value(value),
+            (Ok(value), Some(substituted)) => Completion::Converted {
+                value,
+                substituted,
+                note: head.note,
+            },
+            (Err(why), _) => Completion::NotJson(why),
         },
         (None, Some(why), _) => Completion::NotJson(why),
         (None, None, Some(big)) => Completion::Oversize {
             bytes: big.bytes,
             shape: shape_of(&big.shape),
         },
-        (None, None, None) => Completion::Absent,
+        (None, None, None) => match head.note {
+            Some(note) => Completion::AbsentWithNote(note),
+            None => Completion::Absent,
+        },
     };
     let ending = TurnEnding::Exited {
         exit_code: head.exit_code,
@@ -129,5 +137,6 @@ pub(crate) fn crashed(cap: Option<usize>, message: String) -> TurnOutcome {
         stderr: StreamBuffer::new(Stream::Stderr, cap),
         ending: TurnEnding::Faulted(Fault::Crashed(message)),
         denied: false,
+        interpreter_reset: false,
     }
 }

@@ -122,6 +122,14 @@ pub struct Head {
     /// The uncaught exception's traceback.
     #[serde(default)]
     pub exception: Option<String>,
+    /// The first value the runner rewrote into its JSON form (`NaN` as
+    /// null, a date as ISO-8601 text), with its path.
+    #[serde(default)]
+    pub converted: Option<String>,
+    /// What the caller is told about the result (bytes as base64, the last
+    /// line an expression whose value was not kept).
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 /// Facts of a result too large to carry.

@@ -116,6 +116,7 @@ impl PythonRuntime {
             stderr: StreamBuffer::new(Stream::Stderr, cap),
             ending: TurnEnding::Faulted(fault),
             denied: false,
+            interpreter_reset: false,
         };
         (outcome, TurnImages::default())
     }
@@ -283,7 +284,10 @@ fn serve<I>(
                 }
             },
         };
-        let (outcome, images, survivor) = run(instance, spec);
+        let (mut outcome, images, survivor) = run(instance, spec);
+        // No survivor: the interpreter went with the turn (a trap, an exit);
+        // the next turn instantiates a fresh one on the same /work.
+        outcome.interpreter_reset = survivor.is_none();
         live = survivor;
         let _ = reply.send((outcome, images));
     }

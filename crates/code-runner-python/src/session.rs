@@ -165,6 +165,7 @@ pub(crate) fn run_turn(mut instance: Instance, spec: TurnSpec) -> (TurnOutcome, 
         stderr: streams.stderr,
         ending,
         denied,
+        interpreter_reset: false,
     };
     let facts = Facts {
         memory_hit: host.limiter.hit,

@@ -311,6 +311,7 @@ async fn run(
                 ending: TurnEnding::Faulted(fault),
                 denied: false,
                 usage: Default::default(),
+                interpreter_reset: false,
             },
             TurnImages::default(),
         )
@@ -447,6 +448,7 @@ fn outcome_frame(turn: u64, outcome: &TurnOutcome, images: TurnImages) -> Frame<
                     .map(|i| (i.mime_type, i.data))
                     .collect(),
                 images_omitted: images.omitted,
+                interpreter_reset: outcome.interpreter_reset,
             },
         },
         blobs: vec![out_head.to_vec(), out_tail, err_head.to_vec(), err_tail],

@@ -436,6 +436,8 @@ pub struct OutcomeWire {
     pub peak_memory_bytes: u64,
     pub images: Vec<(String, String)>,
     pub images_omitted: usize,
+    #[serde(default)]
+    pub interpreter_reset: bool,
 }
 
 /// [`TurnEnding`] on the wire.
@@ -469,9 +471,18 @@ pub enum EndingWire {
 )]
 pub enum CompletionWire {
     Absent,
+    AbsentWithNote(String),
     Value(Value),
+    Converted {
+        value: Value,
+        substituted: String,
+        note: Option<String>,
+    },
     NotJson(String),
-    Oversize { bytes: u64, shape: ShapeWire },
+    Oversize {
+        bytes: u64,
+        shape: ShapeWire,
+    },
 }
 
 /// [`ResultShape`] on the wire.
@@ -495,7 +506,19 @@ impl From<&TurnEnding> for EndingWire {
                 exit_code: *exit_code,
                 completion: match completion {
                     Completion::Absent => CompletionWire::Absent,
+                    Completion::AbsentWithNote(note) => {
+                        CompletionWire::AbsentWithNote(note.clone())
+                    }
                     Completion::Value(v) => CompletionWire::Value(v.clone()),
+                    Completion::Converted {
+                        value,
+                        substituted,
+                        note,
+                    } => CompletionWire::Converted {
+                        value: value.clone(),
+                        substituted: substituted.clone(),
+                        note: note.clone(),
+                    },
                     Completion::NotJson(why) => CompletionWire::NotJson(why.clone()),
                     Completion::Oversize { bytes, shape } => CompletionWire::Oversize {
                         bytes: *bytes,
@@ -536,7 +559,17 @@ impl From<EndingWire> for TurnEnding {
                     exit_code,
                     completion: match completion {
                         CompletionWire::Absent => Completion::Absent,
+                        CompletionWire::AbsentWithNote(note) => Completion::AbsentWithNote(note),
                         CompletionWire::Value(v) => Completion::Value(v),
+                        CompletionWire::Converted {
+                            value,
+                            substituted,
+                            note,
+                        } => Completion::Converted {
+                            value,
+                            substituted,
+                            note,
+                        },
                         CompletionWire::NotJson(why) => Completion::NotJson(why),
                         CompletionWire::Oversize { bytes, shape } => Completion::Oversize {
                             bytes,

@@ -311,6 +311,7 @@ fn rebuild(
                 cpu_ns: outcome.cpu_ns,
                 peak_memory_bytes: outcome.peak_memory_bytes,
             },
+            interpreter_reset: outcome.interpreter_reset,
         },
         TurnImages {
             images: outcome
@@ -330,6 +331,7 @@ fn faulted(cap: Option<usize>, fault: Fault) -> TurnOutcome {
         ending: TurnEnding::Faulted(fault),
         denied: false,
         usage: TurnUsage::default(),
+        interpreter_reset: false,
     }
 }
 

@@ -126,11 +126,20 @@ fn op_cr_call<'s>(
     let limits = Limits::bytes(MAX_TRANSFER_BYTES);
     let (args, weight) = {
         v8::tc_scope!(let tc, scope);
-        match convert::to_json(tc, args, &prototype, "the argument", limits, &stopped) {
+        match convert::to_json(
+            tc,
+            args,
+            &prototype,
+            "the argument",
+            limits,
+            &stopped,
+            convert::Mode::Strict,
+        ) {
             Converted::Value {
                 json,
                 bytes,
                 values,
+                ..
             } => (json, (bytes, values)),
             Converted::Undefined => (Value::Null, (4, 1)),
             Converted::NotJson(why) => {

@@ -344,20 +344,39 @@ pub fn settled(isolate: &mut Isolate, turn: &Turn, max_bytes: u64) -> Option<Set
         v8::PromiseState::Fulfilled => {
             let value = promise.result(tc);
             let limits = Limits::bytes(max_bytes);
-            let completion =
-                match convert::to_json(tc, value, &prototype, "the result", limits, &stopped) {
-                    Converted::Value { json, .. } => Completion::Value(json),
-                    Converted::Undefined => Completion::Absent,
-                    Converted::NotJson(why) => Completion::NotJson(why),
-                    Converted::Oversize { bytes, shape, .. } => {
-                        Completion::Oversize { bytes, shape }
-                    }
-                    Converted::Threw if tc.has_terminated() => return Some(Settled::Terminated),
-                    Converted::Stopped => return Some(Settled::Terminated),
-                    Converted::Threw => {
-                        Completion::NotJson("reading the result threw an exception".into())
-                    }
-                };
+            let completion = match convert::to_json(
+                tc,
+                value,
+                &prototype,
+                "result",
+                limits,
+                &stopped,
+                convert::Mode::Stringify,
+            ) {
+                Converted::Value {
+                    json,
+                    substituted: None,
+                    ..
+                } => Completion::Value(json),
+                Converted::Value {
+                    json,
+                    substituted: Some(substituted),
+                    note,
+                    ..
+                } => Completion::Converted {
+                    value: json,
+                    substituted,
+                    note,
+                },
+                Converted::Undefined => Completion::Absent,
+                Converted::NotJson(why) => Completion::NotJson(why),
+                Converted::Oversize { bytes, shape, .. } => Completion::Oversize { bytes, shape },
+                Converted::Threw if tc.has_terminated() => return Some(Settled::Terminated),
+                Converted::Stopped => return Some(Settled::Terminated),
+                Converted::Threw => {
+                    Completion::NotJson("reading the result threw an exception".into())
+                }
+            };
             Some(Settled::Value(completion))
         }
         v8::PromiseState::Rejected => {

@@ -118,7 +118,7 @@ pub struct RunResponse {
     pub stderr: String,
     /// The program's exit status: 0 on success, 1 for an uncaught exception, `n` for `SystemExit(n)`.
     pub exit_code: i64,
-    /// Whether `exit_code` is 0.
+    /// Whether the run finished with `exit_code` 0 (false while it is `suspended`: it has not finished).
     pub success: bool,
     /// Wall-clock milliseconds the run took inside the worker.
     pub duration_ms: u64,
@@ -141,6 +141,30 @@ pub struct RunResponse {
     /// Present when the run is suspended: its code called a function that waits for a person's approval. The output so far is above, `runtime_id` names the suspended runtime (a one-shot is kept while suspended), and `code-runner::resume` with this `call_id` goes on with the same run and answers as `run` does. Time suspended does not count against the timeout; the idle TTL ends a run left suspended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspended: Option<SuspendedCall>,
+    /// Present when there is something to know about `result`: why it is null (a value with no JSON form, named by its path and type, and how to fix it; python's last line an expression whose value was not kept), or what its JSON form changed that a caller should know (bytes as base64, a `Map` written as `{}`). Absent when there is nothing to say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_note: Option<String>,
+    /// Present when this kept runtime was reset before this run: its interpreter was lost with an earlier turn (a timeout, a memory cap, an exit), so this run started from a fresh one; `to` says what it went back to, `because` why. Files in `/work` were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_reset: Option<RuntimeReset>,
+}
+
+/// What a kept runtime went back to before a run, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "RuntimeReset")]
+pub struct RuntimeReset {
+    /// `fresh`: a new interpreter (variables and imports gone, files kept).
+    pub to: ResetTo,
+    /// What lost the interpreter, e.g. "the previous turn timed out".
+    pub because: String,
+}
+
+/// What a reset runtime went back to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResetTo {
+    /// A fresh interpreter: variables and imports gone, files kept.
+    Fresh,
 }
 
 /// A file a run left that a `collect` glob matched.

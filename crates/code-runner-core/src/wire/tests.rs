@@ -71,7 +71,9 @@ fn schemas_match_the_contract() {
                 ("files", json!("array")),
                 ("images", json!("array")),
                 ("result", Value::Null),
+                ("result_note", json!(["string", "null"])),
                 ("runtime_id", json!(["string", "null"])),
+                ("runtime_reset", Value::Null),
                 ("stderr", json!("string")),
                 ("stdout", json!("string")),
                 ("success", json!("boolean")),
@@ -239,9 +241,12 @@ fn absent_runtime_id_is_absent_not_null() {
         images: Vec::new(),
         files: Vec::new(),
         suspended: None,
+        result_note: None,
+        runtime_reset: None,
     };
     let value = serde_json::to_value(response).unwrap();
     assert!(value.get("runtime_id").is_none());
+    assert!(value.get("result_note").is_none() && value.get("runtime_reset").is_none());
     assert!(value.get("images").is_none(), "no images, no key");
     assert!(value.get("files").is_none(), "no files, no key");
     assert_eq!(value.get("result"), Some(&Value::Null));

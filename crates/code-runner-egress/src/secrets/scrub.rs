@@ -162,10 +162,10 @@ fn char_forms(text: &[u8], pos: usize, c: char) -> Vec<usize> {
     if c == ' ' && text.get(pos) == Some(&b'+') {
         ends.push(pos + 1);
     }
-    if text.get(pos) == Some(&b'\\') {
-        if let Some(end) = json_escape(text, pos, c) {
-            ends.push(end);
-        }
+    if text.get(pos) == Some(&b'\\')
+        && let Some(end) = json_escape(text, pos, c)
+    {
+        ends.push(end);
     }
     ends
 }

@@ -155,6 +155,7 @@ pub fn run_turn(
         stderr: streams.stderr,
         ending,
         denied,
+        interpreter_reset: false,
     };
     let status = match called {
         Ok(status) => status,

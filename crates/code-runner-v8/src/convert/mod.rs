@@ -1,13 +1,23 @@
-//! Values across the engine boundary: a V8 value to lossless JSON.
+//! Values across the engine boundary: a V8 value to JSON.
 //!
 //! The walk is done in Rust against V8's API, so a guest that rebinds
 //! `JSON.stringify`, `Array.isArray` or `Object.prototype.toJSON` cannot change
-//! what the host receives. It follows `JSON.stringify`'s rules (own enumerable
-//! string keys, `toJSON`, boxed primitives unwrapped) but refuses, instead of
-//! silently dropping or rewriting, whatever JSON cannot carry: `undefined`
-//! inside a value, functions, symbols, BigInts, `NaN` and infinities, holes,
-//! cycles, lone surrogates, proxies, and objects that are neither plain nor
-//! arrays (a `Map` would become `{}`).
+//! what the host receives. Two modes ([`Mode`]):
+//!
+//! - [`Mode::Strict`] (a binding call's argument): `JSON.stringify`'s rules
+//!   (own enumerable string keys, `toJSON`, boxed primitives unwrapped), but
+//!   whatever JSON cannot carry is refused, never dropped or rewritten:
+//!   `undefined` inside a value, functions, symbols, BigInts, `NaN` and
+//!   infinities, holes, cycles, lone surrogates, proxies, and objects that
+//!   are neither plain nor arrays (a `Map` would become `{}`).
+//! - [`Mode::Stringify`] (a turn's result): exactly what `JSON.stringify`
+//!   gives (an `undefined`, function or symbol property dropped, in an array
+//!   `null`; `NaN` and infinities `null`; holes `null`; any object by its own
+//!   enumerable keys, so a `Map` is `{}`; a lone surrogate U+FFFD), with the
+//!   first rewrite reported ([`Converted::Value`]'s `substituted`) and a note
+//!   for what is almost always a mistake (a `Map`, a `Set`, a typed array).
+//!   What `JSON.stringify` refuses is refused with a note naming the path and
+//!   the fix: a BigInt, a cycle; and a proxy, which is not read.
 
 use code_runner_core::caps::ResultShape;
 use code_runner_core::json::{MAX_GUEST_DEPTH, MAX_JSON_VALUES};
@@ -28,7 +38,7 @@ const STOP_CHECK_EVERY: u64 = 4096;
 /// What a value turned into.
 #[derive(Debug)]
 pub enum Converted {
-    /// A lossless JSON value.
+    /// A JSON value (lossless, unless `substituted` says otherwise).
     Value {
         /// The value.
         json: Value,
@@ -36,6 +46,10 @@ pub enum Converted {
         bytes: u64,
         /// How many JSON values (scalars, arrays, objects) it holds.
         values: u64,
+        /// The first value [`Mode::Stringify`] rewrote, with its path.
+        substituted: Option<String>,
+        /// What the caller should be told about it (a `Map` written as `{}`).
+        note: Option<String>,
     },
     /// `undefined` at the top: no value at all.
     Undefined,
@@ -81,6 +95,15 @@ enum Fail {
     Stopped,
 }
 
+/// How a value that JSON cannot carry as it is is treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Refused: a binding call's argument must be lossless.
+    Strict,
+    /// As `JSON.stringify` treats it: a turn's result.
+    Stringify,
+}
+
 /// Where a value sits in its holder: what its `toJSON` is called with.
 #[derive(Clone, Copy)]
 enum Holder<'a> {
@@ -96,6 +119,9 @@ struct Walk<'p, 'f> {
     values: u64,
     path: Vec<Segment>,
     stopped: &'f dyn Fn() -> bool,
+    mode: Mode,
+    substituted: Option<String>,
+    note: Option<String>,
 }
 
 /// The objects being walked, innermost first: a cycle is one met again.
@@ -149,6 +175,20 @@ impl Walk<'_, '_> {
         out
     }
 
+    /// Records the first value rewritten (`what` follows its path).
+    fn substitute(&mut self, what: &str) {
+        if self.substituted.is_none() {
+            self.substituted = Some(format!("{}: {what}", self.path("result")));
+        }
+    }
+
+    /// Records what the caller should be told (the first such thing).
+    fn tell(&mut self, what: &str) {
+        if self.note.is_none() {
+            self.note = Some(format!("{}: {what}", self.path("result")));
+        }
+    }
+
     fn counting_only(&self) -> bool {
         self.bytes > self.limits.bytes || self.values > self.limits.values
     }
@@ -167,10 +207,10 @@ impl Walk<'_, '_> {
     }
 }
 
-/// Converts `value` to JSON, refusing anything lossy; `root` names it in
-/// messages (`result`, `argument`). Past `limits` the value is only
-/// measured, never built; `stopped` is asked every few thousand values
-/// whether the watchdog wants the thread back (then: [`Converted::Threw`]).
+/// Converts `value` to JSON in `mode`; `root` names it in messages
+/// (`result`, `argument`). Past `limits` the value is only measured, never
+/// built; `stopped` is asked every few thousand values whether the watchdog
+/// wants the thread back (then: [`Converted::Threw`]).
 pub fn to_json<'s>(
     scope: &mut v8::PinScope<'s, '_>,
     value: v8::Local<'s, v8::Value>,
@@ -178,6 +218,7 @@ pub fn to_json<'s>(
     root: &str,
     limits: Limits,
     stopped: &dyn Fn() -> bool,
+    mode: Mode,
 ) -> Converted {
     if value.is_undefined() {
         return Converted::Undefined;
@@ -189,6 +230,9 @@ pub fn to_json<'s>(
         values: 0,
         path: Vec::new(),
         stopped,
+        mode,
+        substituted: None,
+        note: None,
     };
     match walk_value(scope, &mut walk, None, Holder::Root, value, 0, true) {
         Ok(_) if walk.counting_only() => Converted::Oversize {
@@ -196,10 +240,24 @@ pub fn to_json<'s>(
             values: walk.values,
             shape: shape_of(scope, value),
         },
-        Ok(json) => Converted::Value {
+        // What `JSON.stringify` gives no text for (a function, a symbol):
+        // said, not a silent null.
+        Ok(None) => Converted::NotJson(format!(
+            "{root} is {}, which JSON.stringify gives no text for; return the data it stands for",
+            if value.is_function() {
+                "a function"
+            } else if value.is_symbol() {
+                "a symbol"
+            } else {
+                "a value whose toJSON() returned undefined"
+            }
+        )),
+        Ok(Some(json)) => Converted::Value {
             json,
             bytes: walk.bytes,
             values: walk.values,
+            substituted: walk.substituted,
+            note: walk.note,
         },
         Err(Fail::NotJson(why)) => Converted::NotJson(why.replace("{root}", root)),
         Err(Fail::Threw) => Converted::Threw,

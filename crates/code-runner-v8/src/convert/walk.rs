@@ -3,11 +3,24 @@
 
 use serde_json::{Map, Number, Value};
 
-use super::{Active, Fail, Holder, MAX_DEPTH, MAX_PATH_KEY_CHARS, Segment, Walk};
+use super::{Active, Fail, Holder, MAX_DEPTH, MAX_PATH_KEY_CHARS, Mode, Segment, Walk};
 
 fn not_json(walk: &Walk<'_, '_>, what: &str) -> Fail {
     Fail::NotJson(format!("{} {what}", walk.path("{root}")))
 }
+
+/// A value `JSON.stringify` gives no text for (`undefined`, a function, a
+/// symbol): in [`Mode::Stringify`] no value (the member is dropped, an
+/// array's element is `null`); in [`Mode::Strict`] refused.
+fn no_text(walk: &Walk<'_, '_>, what: &str) -> Result<Option<Value>, Fail> {
+    match walk.mode {
+        Mode::Stringify => Ok(None),
+        Mode::Strict => Err(not_json(walk, what)),
+    }
+}
+
+/// A walked value: `None` for what `JSON.stringify` gives no text for.
+type Walked = Result<Option<Value>, Fail>;
 
 pub(super) fn walk_value<'s>(
     scope: &mut v8::PinScope<'s, '_>,
@@ -17,39 +30,52 @@ pub(super) fn walk_value<'s>(
     value: v8::Local<'s, v8::Value>,
     depth: usize,
     to_json_allowed: bool,
-) -> Result<Value, Fail> {
+) -> Walked {
     walk.value()?;
     if value.is_null() {
         walk.add(4);
-        return Ok(Value::Null);
+        return Ok(Some(Value::Null));
     }
     if value.is_boolean() {
         walk.add(if value.is_true() { 4 } else { 5 });
-        return Ok(Value::Bool(value.is_true()));
+        return Ok(Some(Value::Bool(value.is_true())));
     }
     if value.is_number() {
-        return number(scope, walk, value);
+        return number(scope, walk, value).map(Some);
     }
     if let Ok(string) = v8::Local::<v8::String>::try_from(value) {
-        return string_value(scope, walk, string).map(Value::String);
+        return string_value(scope, walk, string).map(|s| Some(Value::String(s)));
     }
     if value.is_undefined() {
-        return Err(not_json(walk, "is undefined, which JSON drops"));
+        return no_text(walk, "is undefined, which JSON drops");
     }
     if value.is_big_int() {
-        return Err(not_json(walk, "is a BigInt, which JSON cannot represent"));
+        let text = value
+            .to_string(scope)
+            .map(|t| t.to_rust_string_lossy(scope))
+            .unwrap_or_default();
+        let shown: String = text.chars().take(40).collect();
+        return Err(not_json(
+            walk,
+            &format!(
+                "is a BigInt ({shown}n), which JSON.stringify refuses; return Number(x) (exact below 2^53) or x.toString()"
+            ),
+        ));
     }
     if value.is_symbol() {
-        return Err(not_json(walk, "is a symbol, which JSON cannot represent"));
+        return no_text(walk, "is a symbol, which JSON cannot represent");
     }
     if value.is_function() {
-        return Err(not_json(walk, "is a function, which JSON cannot represent"));
+        return no_text(walk, "is a function, which JSON cannot represent");
     }
     if value.is_proxy() {
-        return Err(not_json(walk, "is a Proxy, which JSON cannot represent"));
+        return Err(not_json(
+            walk,
+            "is a Proxy, which code-runner does not read (its traps are code); return a plain copy, e.g. {...x} or structuredClone(x)",
+        ));
     }
     let Ok(object) = v8::Local::<v8::Object>::try_from(value) else {
-        return Err(not_json(walk, "has no JSON form"));
+        return no_text(walk, "has no JSON form");
     };
     if depth >= MAX_DEPTH {
         return Err(not_json(
@@ -70,7 +96,7 @@ pub(super) fn walk_value<'s>(
                 .call(scope, object.into(), &[arg.into()])
                 .ok_or(Fail::Threw)?;
             if replaced.is_undefined() {
-                return Err(not_json(walk, "has a toJSON() that returned undefined"));
+                return no_text(walk, "has a toJSON() that returned undefined");
             }
             // The replacement stands for this value: it is not counted twice.
             walk.values -= 1;
@@ -80,26 +106,35 @@ pub(super) fn walk_value<'s>(
     if value.is_number_object() {
         let n = value.number_value(scope).unwrap_or(f64::NAN);
         let primitive = v8::Number::new(scope, n);
-        return number(scope, walk, primitive.into());
+        return number(scope, walk, primitive.into()).map(Some);
     }
     if value.is_string_object() {
         let string = value.to_string(scope).ok_or(Fail::Threw)?;
-        return string_value(scope, walk, string).map(Value::String);
+        return string_value(scope, walk, string).map(|s| Some(Value::String(s)));
     }
     if value.is_boolean_object() {
         let truth = value.boolean_value(scope);
         walk.add(if truth { 4 } else { 5 });
-        return Ok(Value::Bool(truth));
+        return Ok(Some(Value::Bool(truth)));
+    }
+    if value.is_big_int_object() {
+        return Err(not_json(
+            walk,
+            "is a BigInt object, which JSON.stringify refuses; return Number(x) or x.toString()",
+        ));
     }
     if active.is_some_and(|active| active.holds(object)) {
-        return Err(not_json(walk, "is a cycle (it contains itself)"));
+        return Err(not_json(
+            walk,
+            "is a cycle (it contains itself), which JSON.stringify refuses",
+        ));
     }
     let active = Active {
         object,
         parent: active,
     };
     if let Ok(array) = v8::Local::<v8::Array>::try_from(value) {
-        return walk_array(scope, walk, &active, array, depth);
+        return walk_array(scope, walk, &active, array, depth).map(Some);
     }
     let prototype = object.get_prototype(scope);
     let plain = match prototype {
@@ -108,12 +143,40 @@ pub(super) fn walk_value<'s>(
     };
     if !plain {
         let name = object.get_constructor_name().to_rust_string_lossy(scope);
-        return Err(not_json(
-            walk,
-            &format!("is a {name}, which JSON cannot represent (only plain objects and arrays)"),
-        ));
+        if walk.mode == Mode::Strict {
+            return Err(not_json(
+                walk,
+                &format!(
+                    "is a {name}, which JSON cannot represent (only plain objects and arrays)"
+                ),
+            ));
+        }
+        // `JSON.stringify` writes any object by its own enumerable keys; say
+        // so where that is almost never what the code meant.
+        if let Some(fix) = container_fix(value) {
+            walk.tell(&format!("a {name}, which JSON.stringify writes as {fix}"));
+            walk.substitute(&format!("a {name} became its own enumerable keys"));
+        }
     }
-    walk_object(scope, walk, &active, object, depth)
+    walk_object(scope, walk, &active, object, depth).map(Some)
+}
+
+/// How `JSON.stringify` writes a container that keeps its items out of its
+/// own keys, and how to return the items instead; `None` for other objects.
+fn container_fix(value: v8::Local<'_, v8::Value>) -> Option<&'static str> {
+    if value.is_map() {
+        Some("{} (no own keys); return Object.fromEntries(m) or [...m]")
+    } else if value.is_set() {
+        Some("{} (no own keys); return [...s]")
+    } else if value.is_weak_map() || value.is_weak_set() || value.is_promise() {
+        Some("{} (no own keys); return what it holds instead")
+    } else if value.is_typed_array() {
+        Some("an object keyed by index; return Array.from(a)")
+    } else if value.is_array_buffer() || value.is_data_view() {
+        Some("{} (no own keys); return Array.from(new Uint8Array(b))")
+    } else {
+        None
+    }
 }
 
 /// A number written as `JSON.stringify` writes it (V8's own shortest form).
@@ -124,6 +187,11 @@ fn number<'s>(
 ) -> Result<Value, Fail> {
     let n = value.number_value(scope).unwrap_or(f64::NAN);
     if !n.is_finite() {
+        if walk.mode == Mode::Stringify {
+            walk.substitute(&format!("{n} became null"));
+            walk.add(4);
+            return Ok(Value::Null);
+        }
         return Err(not_json(
             walk,
             &format!("is {n}, which JSON cannot represent"),
@@ -181,12 +249,18 @@ fn string_value<'s>(
     }
     let mut units = vec![0u16; string.length()];
     string.write_v2(scope, 0, &mut units, v8::WriteFlags::empty());
-    String::from_utf16(&units).map_err(|_| {
-        not_json(
+    match String::from_utf16(&units) {
+        Ok(text) => Ok(text),
+        Err(_) if walk.mode == Mode::Stringify => {
+            walk.substitute("a lone surrogate became U+FFFD");
+            walk.tell("the string held a lone surrogate, written as U+FFFD");
+            Ok(String::from_utf16_lossy(&units))
+        }
+        Err(_) => Err(not_json(
             walk,
             "holds a lone surrogate, which UTF-8 JSON cannot carry",
-        )
-    })
+        )),
+    }
 }
 
 fn walk_array<'s>(
@@ -215,7 +289,16 @@ fn walk_array<'s>(
                 true,
             )
         } else {
-            Err(not_json(walk, "is a hole, which JSON turns into null"))
+            no_text(walk, "is a hole, which JSON turns into null")
+        };
+        // An element with no text is `null`, as `JSON.stringify` writes it.
+        let item = match item {
+            Ok(None) => {
+                walk.substitute("an element with no JSON text became null");
+                walk.add(4);
+                Ok(Value::Null)
+            }
+            other => other.map(|item| item.unwrap_or(Value::Null)),
         };
         walk.path.pop();
         let item = item?;
@@ -255,10 +338,15 @@ fn walk_object<'s>(
         let item = object.get(scope, key).ok_or(Fail::Threw).and_then(|value| {
             walk_value(scope, walk, Some(active), holder, value, depth + 1, true)
         });
+        if let Ok(None) = &item {
+            walk.substitute("a member with no JSON text was dropped");
+        }
         walk.path.pop();
-        let item = item?;
-        if !walk.counting_only() {
-            map.insert(name, item);
+        // A member with no text is dropped, as `JSON.stringify` drops it.
+        if let Some(item) = item? {
+            if !walk.counting_only() {
+                map.insert(name, item);
+            }
         }
     }
     Ok(Value::Object(map))

@@ -217,6 +217,9 @@ impl Engine {
             stderr,
             ending,
             denied,
+            // A stopped turn leaves the isolate and its state (a condemned
+            // one ends the runtime, which answers for itself).
+            interpreter_reset: false,
         });
     }
 }

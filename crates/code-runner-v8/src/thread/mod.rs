@@ -453,5 +453,6 @@ pub fn outcome(cap: Option<usize>, ending: TurnEnding) -> TurnOutcome {
         stderr: StreamBuffer::new(Stream::Stderr, cap),
         ending,
         denied: false,
+        interpreter_reset: false,
     }
 }

@@ -253,10 +253,10 @@ async fn error_text_from_the_guest_is_bounded() {
         assert!(out.stderr.render().len() <= 17_000);
     }
     let keys = "const k = 'k'.repeat(1e6); const v = {}; let o = v; \
-                for (let i = 0; i < 90; i++) { o[k + i] = {}; o = o[k + i] } o.bad = NaN; return v";
+                for (let i = 0; i < 90; i++) { o[k + i] = {}; o = o[k + i] } o.bad = 1n; return v";
     let why = not_json(&run_on(&rt, keys).await);
     assert!(
-        why.ends_with("[\"bad\"] is NaN, which JSON cannot represent"),
+        why.contains("[\"bad\"] is a BigInt (1n), which JSON.stringify refuses"),
         "{why:.300}"
     );
     assert!(why.len() < 2048, "{} bytes", why.len());

@@ -29,21 +29,17 @@ async fn json_values_round_trip_exactly() {
     rt.close().await;
 }
 
-/// What JSON cannot carry is reported, never silently rewritten.
+/// Issue 45: a result is what `JSON.stringify` makes of it, each rewrite
+/// named (what the seam's lossless policy refuses), and what it refuses is
+/// reported with its path and a fix, never silently dropped.
 #[tokio::test(flavor = "multi_thread")]
 async fn values_json_cannot_carry_are_not_json() {
     let (rt, _dir) = runtime().await;
     for (program, why) in [
         ("return () => 1", "is a function"),
-        ("return 10n", "is a BigInt"),
+        ("return 10n", "is a BigInt (10n)"),
         ("return Symbol('s')", "is a symbol"),
         ("const a = []; a.push(a); return a", "is a cycle"),
-        ("return { a: undefined }", "[\"a\"] is undefined"),
-        ("return [1, NaN]", "[1] is NaN"),
-        ("return Infinity", "is inf"),
-        ("return new Map([[1, 2]])", "is a Map"),
-        ("return [1, , 3]", "[1] is a hole"),
-        ("return '\\ud800'", "lone surrogate"),
         ("return new Proxy({}, {})", "is a Proxy"),
         (
             "let v = []; for (let i = 0; i < 300; i++) v = [v]; return v",
@@ -58,6 +54,69 @@ async fn values_json_cannot_carry_are_not_json() {
                 ..
             } => {
                 assert!(text.contains(why), "{program}: {text}")
+            }
+            other => panic!("{program}: {other:?}"),
+        }
+    }
+    for (program, expected, rewrite, note) in [
+        (
+            "return { a: undefined, b: 1 }",
+            json!({"b": 1}),
+            "result[\"a\"]: a member with no JSON text was dropped",
+            None,
+        ),
+        (
+            "return [1, NaN]",
+            json!([1, null]),
+            "result[1]: NaN became null",
+            None,
+        ),
+        (
+            "return [Infinity]",
+            json!([null]),
+            "result[0]: inf became null",
+            None,
+        ),
+        (
+            "return { m: new Map([[1, 2]]) }",
+            json!({"m": {}}),
+            "result[\"m\"]: a Map became",
+            Some("Object.fromEntries"),
+        ),
+        (
+            "return [1, , 3]",
+            json!([1, null, 3]),
+            "result[1]: an element with no JSON text became null",
+            None,
+        ),
+        (
+            "return '\\ud800'",
+            json!("\u{fffd}"),
+            "result: a lone surrogate became U+FFFD",
+            Some("lone surrogate"),
+        ),
+    ] {
+        let out = rt.run(turn(program)).await;
+        match &out.ending {
+            TurnEnding::Exited {
+                exit_code: 0,
+                completion:
+                    Completion::Converted {
+                        value,
+                        substituted,
+                        note: told,
+                    },
+                ..
+            } => {
+                assert_eq!(value, &expected, "{program}");
+                assert!(substituted.contains(rewrite), "{program}: {substituted}");
+                match note {
+                    Some(part) => assert!(
+                        told.as_deref().unwrap_or_default().contains(part),
+                        "{program}: {told:?}"
+                    ),
+                    None => assert_eq!(told, &None, "{program}"),
+                }
             }
             other => panic!("{program}: {other:?}"),
         }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use code_runner_core::wire::{FunctionInfo, FunctionsInfoResponse};
-use code_runner_core::{AbortSignal, BoxFuture, LiveOutput, RunnerError};
+use code_runner_core::{AbortSignal, BoxFuture, LiveOutput, PartialOutput, RunnerError};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -22,7 +22,9 @@ use crate::ids::RuntimeKey;
 /// The error code of a call to an id nothing is registered under.
 pub const FUNCTION_NOT_FOUND: &str = "function_not_found";
 
-/// A bus error: a contract code or a bus-level one, with a message.
+/// A bus error: a contract code or a bus-level one, with a message, and
+/// for a run stopped mid-way (a timeout, a memory cap) its output so far
+/// beside them (`stdout`, `stderr`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct CallError {
@@ -30,6 +32,34 @@ pub struct CallError {
     pub code: String,
     /// Human-readable detail.
     pub message: String,
+    /// A stopped run's output so far, capped as a response's is.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Box<PartialOutput>>,
+}
+
+impl CallError {
+    /// `code: message`, then a stopped run's output so far, if it has any,
+    /// for a caller that reads only text (an MCP tool error, an engine's).
+    pub fn with_output_text(&self) -> String {
+        let mut text = format!("{}: {}", self.code, self.message);
+        if let Some(output) = &self.output {
+            for (name, stream) in [("stdout", &output.stdout), ("stderr", &output.stderr)] {
+                if !stream.is_empty() {
+                    text.push_str(&format!("\n\n{name} before it stopped:\n{stream}"));
+                }
+            }
+        }
+        text
+    }
+
+    /// An error with `code` and `message`, and no output.
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        CallError {
+            code: code.into(),
+            message: message.into(),
+            output: None,
+        }
+    }
 }
 
 impl From<RunnerError> for CallError {
@@ -37,6 +67,7 @@ impl From<RunnerError> for CallError {
         CallError {
             code: err.code.as_str().to_string(),
             message: code_runner_core::bound_message(err.message),
+            output: err.output,
         }
     }
 }
@@ -399,6 +430,7 @@ pub fn not_found(id: &str) -> CallError {
     CallError {
         code: FUNCTION_NOT_FOUND.into(),
         message: code_runner_core::bound_message(format!("no function `{id}` on this bus")),
+        output: None,
     }
 }
 

@@ -139,6 +139,7 @@ pub(super) async fn call_remote(
             .get("message")
             .and_then(Value::as_str)
             .map_or_else(|| format!("HTTP {status}"), str::to_string),
+        output: None,
     }))
 }
 

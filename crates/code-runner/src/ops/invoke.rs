@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use code_runner_core::{
-    ErrorCode, Lang, OutputCaps, RunnerError, Settled, Task, TurnEnding, TurnOutcome, ValuePolicy,
-    settle_completion,
+    Completion, ErrorCode, Lang, OutputCaps, RunnerError, Settled, Task, TurnEnding, TurnOutcome,
+    ValuePolicy, settle_completion,
 };
 use serde_json::{Value, json};
 
@@ -114,13 +114,23 @@ fn settle_invocation(
     caps: OutputCaps,
 ) -> Result<Value, RunnerError> {
     match outcome.ending {
+        // A value with no JSON form is the handler's failure, named, never
+        // a silent null: its caller has no other field to read.
+        TurnEnding::Exited {
+            exit_code: 0,
+            completion: Completion::NotJson(why),
+            ..
+        } => Err(RunnerError::new(
+            ErrorCode::HandlerError,
+            format!("the handler of `{id}` returned a value with no JSON form: {why}"),
+        )),
         TurnEnding::Exited {
             exit_code: 0,
             completion,
             ..
         } => Ok(
             match settle_completion(completion, ValuePolicy::Substitute(caps)) {
-                Settled::Value(value) => value.unwrap_or(Value::Null),
+                Settled::Value(value, _) => value.unwrap_or(Value::Null),
                 Settled::Failed(..) => Value::Null,
             },
         ),
@@ -261,6 +271,7 @@ mod tests {
             stderr: StreamBuffer::new(Stream::Stderr, None),
             ending,
             denied: false,
+            interpreter_reset: false,
         };
         let caps = OutputCaps {
             max_result_bytes: Some(10),

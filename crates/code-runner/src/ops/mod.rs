@@ -12,6 +12,7 @@ pub(crate) mod guidance;
 pub(crate) mod host_work;
 pub(crate) mod info;
 pub(crate) mod invoke;
+pub(crate) mod knobs;
 pub(crate) mod namespaces;
 pub(crate) mod register;
 pub(crate) mod resume;

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use code_runner_core::wire::{CollectedFile, RunRequest, RunResponse, schema_of};
+use code_runner_core::wire::{
+    CollectedFile, ResetTo, RunRequest, RunResponse, RuntimeReset, schema_of,
+};
 use code_runner_core::{
     AbortSignal, ErrorCode, Fault, ImageCaps, OutputCaps, RunnerError, Task, TurnClock, TurnEnding,
     TurnImages, TurnOutcome, TurnSpec, cap_images, settle_response,
@@ -184,12 +186,24 @@ async fn execute(
         let _busy = kept.enter();
         run_files.put(kept.runtime.as_ref()).await?;
         let context = GuestContext::of(&ops, kept.key, kept.lang, None);
+        // Said once, by the first run after the interpreter was lost.
+        let reset = kept.take_reset();
         let (outcome, images) = kept.runtime.run_with_images(turn(context, timeout)).await;
         retire::forget_lost_registrations(&ops, kept.key, &outcome.ending);
         let files = run_files.collect(kept.dir_path(), collect_caps).await;
-        return settled
-            .with_files(files)
-            .answer(outcome, images, elapsed(started), Some(id));
+        let answer = settled.with_files(files).answer(
+            outcome,
+            images,
+            elapsed(started),
+            Some(id),
+            Context {
+                lang: kept.lang,
+                config: &config,
+                kept: Some(&kept),
+                reset,
+            },
+        );
+        return answer;
     }
 
     let lang = request
@@ -259,9 +273,15 @@ async fn execute(
     }
     let settled = settled.with_files(run_files.collect(Some(dir.0.clone()), collect_caps).await);
     let succeeded = matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, .. });
+    let context = Context {
+        lang,
+        config: &config,
+        kept: None,
+        reset: None,
+    };
     if request.keep && succeeded {
         let id = suspendable.id;
-        let response = settled.answer(outcome, images, elapsed(started), Some(id.clone()));
+        let response = settled.answer(outcome, images, elapsed(started), Some(id.clone()), context);
         ops.registry.keep(id.clone(), lang, key, runtime, dir, slot);
         live.keep();
         refill_pool(&ops.engines, lang);
@@ -281,7 +301,18 @@ async fn execute(
     dir.remove().await;
     drop(slot);
     refill_pool(&ops.engines, lang);
-    settled.answer(outcome, images, elapsed(started), None)
+    settled.answer(outcome, images, elapsed(started), None, context)
+}
+
+/// What an answer says beyond the turn's outcome: the runtime's language and
+/// the configuration (to name a knob that stopped it), and for a kept
+/// runtime, the runtime (whose lost interpreter the next run reports) and
+/// why it was reset before this run, if it was.
+struct Context<'a> {
+    lang: code_runner_core::Lang,
+    config: &'a code_runner_core::Config,
+    kept: Option<&'a crate::runtimes::registry::Kept>,
+    reset: Option<String>,
 }
 
 /// The caps a run's answer is settled under, what its requests cost, and
@@ -299,15 +330,36 @@ impl Settle {
         Settle { files, ..self }
     }
 
-    /// The response to a finished turn: its outcome settled, its images capped.
+    /// The response to a finished turn: its outcome settled, its images
+    /// capped; a stopped turn's error names its knob and keeps its output.
     fn answer(
         self,
         outcome: TurnOutcome,
         images: TurnImages,
         duration_ms: u64,
         runtime_id: Option<String>,
+        context: Context<'_>,
     ) -> Result<Value, CallError> {
-        let mut response = settle_response(outcome, self.caps, duration_ms, runtime_id)?;
+        let lost = outcome.interpreter_reset && context.kept.is_some();
+        let mut response = match settle_response(outcome, self.caps, duration_ms, runtime_id) {
+            Ok(response) => response,
+            Err(err) => {
+                if let (true, Some(kept)) = (lost, context.kept) {
+                    kept.mark_reset(crate::ops::knobs::lost_because(err.code));
+                }
+                return Err(
+                    crate::ops::knobs::explain(err, context.lang, context.config, lost).into(),
+                );
+            }
+        };
+        if let (true, Some(kept)) = (lost, context.kept) {
+            // It exited the interpreter (os._exit): its next run starts afresh.
+            kept.mark_reset("the previous turn exited the interpreter");
+        }
+        response.runtime_reset = context.reset.map(|because| RuntimeReset {
+            to: ResetTo::Fresh,
+            because,
+        });
         response.images = cap_images(images, self.image_caps);
         response.usage.egress = self.egress.usage();
         response.files = self.files;

@@ -41,6 +41,8 @@ pub struct Kept {
     last_used: Mutex<Instant>,
     busy: AtomicUsize,
     dir: Mutex<Option<WorkDir>>,
+    /// Why its interpreter was lost with a turn, until its next run says so.
+    reset: Mutex<Option<String>>,
     _slot: Slot,
 }
 
@@ -59,6 +61,16 @@ impl Kept {
         if let Some(dir) = dir {
             dir.remove().await;
         }
+    }
+
+    /// Its interpreter was lost with a turn, `because`: the next run says so.
+    pub fn mark_reset(&self, because: &str) {
+        *self.reset.lock().unwrap_or_else(|p| p.into_inner()) = Some(because.to_string());
+    }
+
+    /// Why its interpreter was lost since its last run, if it was (once).
+    pub fn take_reset(&self) -> Option<String> {
+        self.reset.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
     /// Marks a call in progress; the reaper skips busy runtimes.
@@ -136,6 +148,7 @@ impl Registry {
             last_used: Mutex::new(Instant::now()),
             busy: AtomicUsize::new(0),
             dir: Mutex::new(Some(dir)),
+            reset: Mutex::new(None),
             _slot: slot,
         };
         tracing::debug!(runtime = %redact(&id), "runtime kept");

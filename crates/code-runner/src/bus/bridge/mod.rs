@@ -111,6 +111,7 @@ pub fn refuse_guest(function_id: &str, what: &str) -> crate::bus::CallError {
         message: format!(
             "guest code may not call {function_id}: {what} is a person's or the host's decision, never the code's"
         ),
+        output: None,
     }
 }
 

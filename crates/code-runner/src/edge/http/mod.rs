@@ -84,6 +84,7 @@ impl Refusal {
             error: CallError {
                 code: code.to_string(),
                 message,
+                output: None,
             },
         }
     }
@@ -103,6 +104,7 @@ impl IntoResponse for Refusal {
         let error = CallError {
             code: self.error.code,
             message: code_runner_core::bound_message(self.error.message),
+            output: None,
         };
         if self.status.is_server_error() {
             tracing::error!(code = %error.code, "{}", error.message);

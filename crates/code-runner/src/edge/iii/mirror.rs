@@ -119,6 +119,7 @@ fn registration(id: &str, function: &Function, ops: Weak<Ops>) -> RegisterFuncti
                 remote(CallError {
                     code: code_runner_core::ErrorCode::Engine.as_str().into(),
                     message: "the worker is shutting down".into(),
+                    output: None,
                 })
             })?;
             // A guest of another worker stays a guest here (see `remote`).
@@ -147,9 +148,19 @@ pub(crate) fn strip_injected(mut payload: Value) -> Value {
 
 /// A bus error in the engine's wire shape.
 pub(crate) fn remote(err: CallError) -> iii_sdk::Error {
+    // The engine's error has no field for a stopped run's output: it goes
+    // in the message, after the error's own text.
+    let message = match &err.output {
+        Some(_) => code_runner_core::bound_message(
+            err.with_output_text()
+                .trim_start_matches(&format!("{}: ", err.code))
+                .to_string(),
+        ),
+        None => err.message,
+    };
     iii_sdk::Error::Remote {
         code: err.code,
-        message: err.message,
+        message,
         stacktrace: None,
     }
 }

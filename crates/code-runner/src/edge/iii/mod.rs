@@ -253,25 +253,25 @@ fn from_sdk(function_id: &str, timeout: Duration, err: iii_sdk::Error) -> CallEr
     use code_runner_core::ErrorCode;
     match err {
         // Another worker's text: bounded like ours (a code is an identifier).
-        iii_sdk::Error::Remote { code, message, .. } => CallError {
-            code: code.chars().take(128).collect(),
-            message: code_runner_core::bound_message(message),
-        },
-        iii_sdk::Error::Timeout => CallError {
-            code: ErrorCode::Timeout.as_str().into(),
-            message: format!(
+        iii_sdk::Error::Remote { code, message, .. } => CallError::new(
+            code.chars().take(128).collect::<String>(),
+            code_runner_core::bound_message(message),
+        ),
+        iii_sdk::Error::Timeout => CallError::new(
+            ErrorCode::Timeout.as_str(),
+            format!(
                 "{function_id} got no answer through the iii engine within {} ms",
                 timeout.as_millis()
             ),
-        },
-        iii_sdk::Error::NotConnected => CallError {
-            code: ErrorCode::Engine.as_str().into(),
-            message: format!("cannot call {function_id}: the iii engine is not connected"),
-        },
-        other => CallError {
-            code: ErrorCode::Engine.as_str().into(),
-            message: format!("calling {function_id} through the iii engine failed: {other}"),
-        },
+        ),
+        iii_sdk::Error::NotConnected => CallError::new(
+            ErrorCode::Engine.as_str(),
+            format!("cannot call {function_id}: the iii engine is not connected"),
+        ),
+        other => CallError::new(
+            ErrorCode::Engine.as_str(),
+            format!("calling {function_id} through the iii engine failed: {other}"),
+        ),
     }
 }
 

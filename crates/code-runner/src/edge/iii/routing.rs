@@ -198,6 +198,7 @@ fn release_function(ops: &Arc<Ops>) -> Function {
                 return Err(CallError {
                     code: crate::bus::bridge::FORBIDDEN.into(),
                     message: format!("guest code may not call {RELEASE}: it is the workers' own"),
+                    output: None,
                 });
             }
             let field = |name: &str| {

@@ -156,3 +156,93 @@ async fn visible_names<A: Api>(api: &A, own: &Own) -> Vec<String> {
     let roots = own.roots();
     tools::published_names(&listing, viewer(api, &roots))
 }
+
+/// Most `subscriptions/listen` streams open at once in the process, and
+/// from one client address: a 2026-07-28 request has no session, so the
+/// session caps do not hold them.
+pub const MAX_LISTENERS: usize = 64;
+/// See [`MAX_LISTENERS`].
+pub const MAX_LISTENERS_PER_CLIENT: usize = 16;
+
+/// Listeners open now, by client address (`None`: stdio).
+static LISTENERS: std::sync::LazyLock<
+    Mutex<std::collections::HashMap<Option<std::net::IpAddr>, usize>>,
+> = std::sync::LazyLock::new(Mutex::default);
+
+/// One listener's place, given back when it ends.
+struct Listening(Option<std::net::IpAddr>);
+
+impl Listening {
+    fn take(client: Option<std::net::IpAddr>) -> Result<Listening, String> {
+        let mut open = LISTENERS.lock().unwrap_or_else(|p| p.into_inner());
+        let total: usize = open.values().sum();
+        let mine = open.get(&client).copied().unwrap_or(0);
+        if total >= MAX_LISTENERS {
+            return Err(format!(
+                "{MAX_LISTENERS} subscriptions are open on this server, its limit; close one first"
+            ));
+        }
+        if client.is_some() && mine >= MAX_LISTENERS_PER_CLIENT {
+            return Err(format!(
+                "{MAX_LISTENERS_PER_CLIENT} subscriptions are open from this client address, its limit; close one first"
+            ));
+        }
+        *open.entry(client).or_default() += 1;
+        Ok(Listening(client))
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let mut open = LISTENERS.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.0) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.0);
+            }
+        }
+    }
+}
+
+/// A 2026-07-28 `subscriptions/listen` stream: tells its client whenever the
+/// published tools it sees change (the same names a handshake session's
+/// follower compares, seen by no session: every client sees the same list),
+/// until the client closes it. At most [`MAX_LISTENERS`] at once.
+///
+/// # Errors
+/// The limit, when it is reached (the listen request answers an error).
+pub(super) async fn listen<A: Api>(
+    api: &A,
+    client: Option<std::net::IpAddr>,
+    context: rmcp::service::SubscriptionContext,
+) -> Result<(), String> {
+    let _place = Listening::take(client)?;
+    let _counted = Counted::new();
+    if context.accepted().tools_list_changed != Some(true) {
+        context.cancelled().await;
+        return Ok(());
+    }
+    let own = Own::default();
+    let mut changes = api.changes();
+    changes.borrow_and_update();
+    let mut known = visible_names(api, &own).await;
+    loop {
+        tokio::select! {
+            () = context.cancelled() => return Ok(()),
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        tokio::time::sleep(SETTLE).await;
+        changes.borrow_and_update();
+        let now = visible_names(api, &own).await;
+        if now != known {
+            known = now;
+            if context.sink().notify_tool_list_changed().await.is_err() {
+                return Ok(());
+            }
+        }
+    }
+}

@@ -101,14 +101,26 @@ where
     let client = req.extensions().get::<ClientAddr>().map(|addr| addr.0);
     let admission = Arc::new(Admission::new(client));
     if req.method() != Method::POST {
-        let get = req.method() == Method::GET;
+        let (get, delete) = (req.method() == Method::GET, req.method() == Method::DELETE);
         let Ok(response) = admission.scope(inner.call(req)).await;
         let mut response = response.map(Body::new);
         if get && is_event_stream(&response) {
             response.extensions_mut().insert(LongLived);
         }
+        // A session ended: `200`, which clients take as done (the SDK's
+        // `202` made the official python client warn on every close).
+        if delete && response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::OK;
+        }
         return response;
     }
+    // A 2026-07-28 subscription is a POST whose answer is a stream that only
+    // waits: the connection cap may close it for a new caller, as it may a
+    // standalone GET stream.
+    let listen = req
+        .headers()
+        .get("mcp-method")
+        .is_some_and(|method| method.as_bytes() == b"subscriptions/listen");
     let (parts, body) = req.into_parts();
     let mut gated = match read_gated(&parts, body).await {
         Ok(gated) => gated,
@@ -150,7 +162,13 @@ where
     drop(gated);
     match admission.refused() {
         Some(full) => refused(full.status(), None, CAPACITY, full.to_string()),
-        None => response.map(Body::new),
+        None => {
+            let mut response = response.map(Body::new);
+            if listen && is_event_stream(&response) {
+                response.extensions_mut().insert(LongLived);
+            }
+            response
+        }
     }
 }
 

@@ -20,6 +20,7 @@ mod content;
 mod follow;
 mod gate;
 mod http;
+mod modern;
 mod output;
 mod stdio;
 pub mod tools;
@@ -31,6 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use code_runner_core::AbortSignal;
+use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
@@ -40,7 +42,7 @@ use rmcp::model::{
     reason = "MCP logging is deprecated by SEP-2577 and still what clients read"
 )]
 use rmcp::model::{LoggingLevel, SetLevelRequestParams};
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
@@ -123,6 +125,25 @@ impl<A: Api> ServerHandler for McpServer<A> {
         follow::follow(&self.api, &self.own, context.peer).await;
     }
 
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let client = context
+            .request_context()
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<crate::edge::http::ClientAddr>())
+            .map(|addr| addr.0);
+        follow::listen(&self.api, client, context)
+            .await
+            .map_err(|why| McpError::invalid_request(why, None))
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -156,13 +177,42 @@ impl<A: Api> ServerHandler for McpServer<A> {
                 None,
             ));
         };
-        let payload = Value::Object(request.arguments.unwrap_or_default());
+        let modern = modern::is_modern(&context);
+        // A round of an approval under 2026-07-28: the code does not run
+        // again; the run it suspended goes on with the person's answer.
+        let retry = if modern && (id == RUN || id == RESUME) && request.request_state.is_some() {
+            Some(modern::retry(&request).map_err(|why| McpError::invalid_params(why, None))?)
+        } else {
+            None
+        };
+        if let Some(modern::Retry::AskAgain(asked)) = &retry {
+            let ttl = Duration::from_secs(self.api.config().idle_ttl_secs);
+            if let Some(round) = modern::round(asked, &request, ttl) {
+                return Ok(round.into());
+            }
+        }
+        let (id, payload) = match retry {
+            Some(modern::Retry::Resume(resume)) => (RESUME.to_string(), resume),
+            _ => (
+                id,
+                Value::Object(request.arguments.clone().unwrap_or_default()),
+            ),
+        };
         let cancel = AbortSignal::new();
         let outlet = match context.meta.get_progress_token() {
             Some(token) => output::Outlet::Progress {
                 peer: context.peer.clone(),
                 token,
                 sent: 0,
+            },
+            // 2026-07-28: log messages only at the level the request asks
+            // for in its `_meta`, none by default.
+            None if modern => match context.meta.log_level() {
+                Some(level) => output::Outlet::Log {
+                    peer: context.peer.clone(),
+                    level: Arc::new(Mutex::new(Some(level))),
+                },
+                None => output::Outlet::Silent,
             },
             None => output::Outlet::Log {
                 peer: context.peer.clone(),
@@ -175,49 +225,90 @@ impl<A: Api> ServerHandler for McpServer<A> {
         let mut answer = self
             .call_to_end(&id, payload, &cancel, &live, &context)
             .await;
-        // A run suspended on a call that waits for a person: asked through
-        // the client (elicitation) when it can, then resumed here.
+        let mut round = None;
         if id == RUN || id == RESUME {
             let wait = Duration::from_secs(self.api.config().idle_ttl_secs);
-            while let Ok(value) = &answer {
-                let asked = tokio::select! {
-                    asked = approve::ask(&context.peer, value, wait) => asked,
-                    () = context.ct.cancelled() => None,
-                };
-                let Some(resume) = asked else {
-                    break;
-                };
-                answer = self
-                    .call_to_end(RESUME, resume, &cancel, &live, &context)
-                    .await;
+            if modern {
+                // Asked as a round of this request, when the client can ask.
+                if let Ok(value) = &answer
+                    && modern::can_ask(&context)
+                    && let Some(asked) = approve::Asked::of(value)
+                {
+                    round = modern::round(&asked, &request, wait);
+                }
+            } else {
+                // A run suspended on a call that waits for a person: asked
+                // through the client (elicitation) when it can, then
+                // resumed here.
+                while let Ok(value) = &answer {
+                    let asked = tokio::select! {
+                        asked = approve::ask(&context.peer, value, wait) => asked,
+                        () = context.ct.cancelled() => None,
+                    };
+                    let Some(resume) = asked else {
+                        break;
+                    };
+                    answer = self
+                        .call_to_end(RESUME, resume, &cancel, &live, &context)
+                        .await;
+                }
             }
         }
         // The last output goes before the answer.
         let _ = done.send(());
         let _ = forwarding.await;
+        if let Some(round) = round {
+            return Ok(round.into());
+        }
+        let mut pointer = None;
         if let Ok(value) = &answer
             && (id == RUN || id == RESUME)
         {
             self.own.remember(&self.api, value);
+            if modern && !self.api.config().mcp_guest_tools {
+                pointer = self.guest_functions(value).await;
+            }
         }
         Ok(match answer {
             Ok(value) => {
-                let mut result = CallToolResult::success(content::content_of(&value));
+                let mut blocks = content::content_of(&value);
+                if let Some(note) = pointer
+                    .as_deref()
+                    .and_then(|ids| modern::guest_pointer(ids))
+                {
+                    blocks.push(ContentBlock::text(note));
+                }
+                let mut result = CallToolResult::success(blocks);
                 if value.is_object() {
                     result.structured_content = Some(value);
                 }
                 result
             }
-            Err(err) => CallToolResult::error(vec![ContentBlock::text(format!(
-                "{}: {}",
-                err.code, err.message
-            ))]),
+            Err(err) => CallToolResult::error(vec![ContentBlock::text(err.with_output_text())]),
         }
         .into())
     }
 }
 
 impl<A: Api> McpServer<A> {
+    /// The functions the lineage of the runtime `answer` names published
+    /// (guest code's, which a 2026-07-28 client sees as no tools).
+    async fn guest_functions(&self, answer: &Value) -> Option<Vec<String>> {
+        let root = answer
+            .get("runtime_id")
+            .and_then(Value::as_str)
+            .and_then(|id| self.api.runtime_root(id))?;
+        let listing = self.api.listing().await.ok()?;
+        let ids: Vec<String> = listing
+            .functions
+            .iter()
+            .zip(&listing.publishers)
+            .filter(|(_, publisher)| **publisher == Some(root))
+            .map(|(f, _)| f.function_id.clone())
+            .collect();
+        Some(ids)
+    }
+
     /// Calls `id` with live output to `live`, stopped (`cancel`) when the
     /// client cancels the request, and waits for its answer.
     async fn call_to_end(

@@ -33,6 +33,9 @@ pub enum Outlet {
         /// Pieces sent so far.
         sent: u64,
     },
+    /// Nothing: the request asked for no output (2026-07-28 without a
+    /// progress token or a log level); the answer carries it whole.
+    Silent,
     /// Log notifications, if the level the client set lets them through.
     #[allow(deprecated, reason = "see the module")]
     Log {
@@ -48,6 +51,7 @@ impl Outlet {
     async fn send(&mut self, pieces: Vec<(Stream, String)>) {
         for (stream, text) in pieces {
             match self {
+                Outlet::Silent => {}
                 Outlet::Progress { peer, token, sent } => {
                     *sent += 1;
                     let mut note = ProgressNotificationParam::new(token.clone(), *sent as f64);

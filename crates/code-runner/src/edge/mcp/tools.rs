@@ -1,6 +1,7 @@
 //! Which bus functions are MCP tools, under which names.
 //!
-//! The three operations are `run`, `teardown` and `register_function`. A
+//! The five operations are `run`, `teardown`, `register_function`,
+//! `describe` and `resume`, each with a title and MCP's annotations. A
 //! published function (`register_function`, node's `iii.registerFunction`)
 //! is a tool while it lives, named by its id with every `::` written `.`:
 //! `my-app::greet` is `my-app.greet`. Id segments hold only letters,
@@ -19,7 +20,7 @@ use std::sync::Arc;
 
 use code_runner_core::Config;
 use code_runner_core::wire::FunctionInfo;
-use rmcp::model::{JsonObject, MetaObject, Tool};
+use rmcp::model::{JsonObject, MetaObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
 use super::clean::{GUEST_MARK, MAX_GUEST_DESCRIPTION_CHARS, clean, clean_value};
@@ -81,6 +82,9 @@ pub fn tools(listing: &Listing, config: &Config, data_stack: bool, viewer: Viewe
         if let Some(info) = listing.functions.iter().find(|f| f.function_id == id) {
             let mut tool = tool(name, info);
             tool.description = Some(operation_text(name, config, data_stack).into());
+            let (title, annotations) = operation_annotations(name);
+            tool.title = Some(title.to_string());
+            tool.annotations = Some(annotations);
             tools.push(tool);
         }
     }
@@ -137,6 +141,26 @@ fn clean_object(schema: &JsonObject) -> JsonObject {
         Value::Object(map) => map,
         _ => JsonObject::new(),
     }
+}
+
+/// An operation's title and what a host may assume of it (MCP's hints):
+/// `describe` only reads; `teardown` destroys and is idempotent; `run`,
+/// `register_function` and `resume` change what runs (and may reach the
+/// hosts the operator allows: open world).
+fn operation_annotations(name: &str) -> (&'static str, ToolAnnotations) {
+    let (title, read_only, destructive, idempotent, open_world) = match name {
+        "run" => ("Run code in a sandbox", false, false, false, true),
+        "teardown" => ("Destroy a runtime or namespace", false, true, true, false),
+        "register_function" => ("Publish a function", false, false, true, false),
+        "describe" => ("Declare what code may call", true, false, true, false),
+        _ => ("Resume a suspended run", false, false, false, true),
+    };
+    let annotations = ToolAnnotations::with_title(title)
+        .read_only(read_only)
+        .destructive(destructive)
+        .idempotent(idempotent)
+        .open_world(open_world);
+    (title, annotations)
 }
 
 fn is_internal(info: &FunctionInfo) -> bool {

@@ -192,8 +192,10 @@ pub(crate) async fn answer(ops: &Arc<Ops>, mut job: Job) -> Result<Value, CallEr
     let response = RunResponse {
         stdout,
         stderr,
+        // Not finished: a host that reads `success` must not take the run
+        // for done (issue 45); `suspended` says what it waits for.
         exit_code: 0,
-        success: true,
+        success: false,
         duration_ms: u64::try_from(job.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         result: Value::Null,
         runtime_id: Some(job.id.clone()),
@@ -205,6 +207,8 @@ pub(crate) async fn answer(ops: &Arc<Ops>, mut job: Job) -> Result<Value, CallEr
             function_id: call.function_id.clone(),
             payload: call.payload.clone(),
         }),
+        result_note: None,
+        runtime_reset: None,
     };
     let (id, call_id) = (job.id.clone(), call.call_id.clone());
     tracing::debug!(runtime = %redact(&id), function = %call.function_id, "a run is suspended on a call that waits for approval");

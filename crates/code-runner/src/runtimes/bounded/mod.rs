@@ -231,6 +231,7 @@ fn outcome(cap: Option<usize>, fault: Fault) -> TurnOutcome {
         stderr: StreamBuffer::new(Stream::Stderr, cap),
         ending: TurnEnding::Faulted(fault),
         denied: false,
+        interpreter_reset: false,
     }
 }
 

@@ -129,7 +129,13 @@ async fn nested_schemas_ref_cycles_and_multiplying_refs_are_bounded() {
         )
         .await
         .assert_error(crate::helpers::INVALID_REQUEST, "2000 subschemas");
-    publish(&server, "shapes::big", ECHO, json!({"request_format": doubling(8)})).await;
+    publish(
+        &server,
+        "shapes::big",
+        ECHO,
+        json!({"request_format": doubling(8)}),
+    )
+    .await;
 
     let ts = describe(&server, json!({"lang": "typescript", "query": "shapes"})).await;
     let text = ts["declarations"].as_str().unwrap();

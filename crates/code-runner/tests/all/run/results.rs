@@ -16,35 +16,68 @@ fn range(lang: &str, n: usize) -> String {
     )
 }
 
-/// A result JSON cannot represent is null in a successful response, never
-/// an error: python's sets, NaN, infinities, cycles and nesting past the
-/// limit; node's functions, BigInts, symbols, cycles, `undefined` and nesting
-/// past the same limit.
+/// Issue 45: a result with a JSON form comes back as it (python's sets as
+/// lists, NaN and infinities as null where they stand; node as
+/// `JSON.stringify` writes it), and one with none is null in a successful
+/// response with a `result_note` naming its path and what it is, never an
+/// error and never a silent null: cycles, nesting past the limit, node's
+/// functions, BigInts and symbols.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn results_json_cannot_carry_become_null() {
     let server = Server::start().await;
+    let converted = [
+        ("python", "result = {3, 1, 2}", serde_json::json!([1, 2, 3])),
+        ("python", "result = float('nan')", Value::Null),
+        (
+            "python",
+            "result = [1.0, float('inf')]",
+            serde_json::json!([1.0, null]),
+        ),
+        (
+            "node",
+            "return [NaN, undefined, () => 1]",
+            serde_json::json!([null, null, null]),
+        ),
+        (
+            "node",
+            "return {a: 1, b: undefined}",
+            serde_json::json!({"a": 1}),
+        ),
+        ("node", "return undefined", Value::Null),
+    ];
+    for (lang, code, expected) in converted {
+        let answer = server.run_in(lang, code).await;
+        let body = answer.ok();
+        assert_eq!(body["result"], expected, "{lang} {code}: {body}");
+        assert!(body.get("result_note").is_none(), "{lang} {code}: {body}");
+    }
     let python = vec![
-        "result = {1, 2, 3}",
-        "result = float('nan')",
-        "result = [1.0, float('inf')]",
-        "a = []\na.append(a)\nresult = a",
-        include_str!("../../fixtures/deeply_nested_result.py"),
+        ("a = []\na.append(a)\nresult = a", "cycle"),
+        (
+            include_str!("../../fixtures/deeply_nested_result.py"),
+            "nested more than",
+        ),
+        ("result = {'x': object()}", "result['x'] is an object"),
     ];
     let node = vec![
-        "return () => 1",
-        "return 10n",
-        "return Symbol()",
-        "const a = []; a.push(a); return a",
-        "return undefined",
-        "let v = []; for (let i = 0; i < 10000; i++) v = [v]; return v",
+        ("return () => 1", "is a function"),
+        ("return 10n", "BigInt (10n)"),
+        ("return Symbol()", "is a symbol"),
+        ("const a = []; a.push(a); return a", "cycle"),
+        (
+            "let v = []; for (let i = 0; i < 10000; i++) v = [v]; return v",
+            "nested more than",
+        ),
     ];
     for (lang, codes) in [("python", python), ("node", node)] {
-        for code in codes {
+        for (code, said) in codes {
             let answer = server.run_in(lang, code).await;
             let body = answer.ok();
             assert_eq!(body["exit_code"], 0, "{lang} {code}: {body}");
             assert_eq!(body["success"], true, "{lang} {code}: {body}");
             assert_eq!(body["result"], Value::Null, "{lang} {code}: {body}");
+            let note = body["result_note"].as_str().unwrap_or_default();
+            assert!(note.contains(said), "{lang} {code}: {body}");
         }
     }
     server.assert_still_serves().await;

@@ -139,7 +139,11 @@ pub(super) async fn call_remote(
             .get("message")
             .and_then(Value::as_str)
             .map_or_else(|| format!("HTTP {status}"), str::to_string),
-        output: None,
+        // A stopped run's output so far, when the server kept it.
+        output: serde_json::from_value::<code_runner_core::PartialOutput>(error.clone())
+            .ok()
+            .filter(|output| !output.stdout.is_empty() || !output.stderr.is_empty())
+            .map(Box::new),
     }))
 }
 

@@ -104,7 +104,7 @@ impl IntoResponse for Refusal {
         let error = CallError {
             code: self.error.code,
             message: code_runner_core::bound_message(self.error.message),
-            output: None,
+            output: self.error.output,
         };
         if self.status.is_server_error() {
             tracing::error!(code = %error.code, "{}", error.message);

@@ -4,6 +4,7 @@
 //! before a runtime boots and the run's deadline (`limits`), and what each
 //! run reports it cost (`usage`).
 
+mod answers;
 mod limits;
 mod response;
 mod results;

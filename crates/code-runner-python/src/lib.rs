@@ -54,9 +54,11 @@ mod data;
 mod ending;
 mod fs;
 mod host;
+mod makers;
 mod module;
 mod output;
 mod packages;
+pub mod progress;
 mod protocol;
 mod runtime;
 mod session;
@@ -76,13 +78,14 @@ pub use data::artifact::{
     DATA_FETCH_HINT, DATA_VERSION, DATA_WHEEL_SHA256, PYTHON_DATA_DIR_ENV, data_key,
     default_data_dir, verify_data,
 };
+pub use makers::lock_path as maker_lock_path;
 pub use module::{
     PYTHON_DIR_ENV, TOOL_VERSION, TOOL_WHEEL_SHA256, cache_dir, default_snapshot_dir, snapshot_key,
     verify,
 };
 pub use packages::{
     MAX_PACKAGES, MAX_REQUIREMENT_CHARS, PIP_PYTHON_ENV, PythonPackages, check_requirement,
-    install as install_packages, packages_dir, packages_key,
+    install as install_packages, lock_entry as packages_lock_entry, packages_dir, packages_key,
 };
 pub use protocol::MAX_DEPTH;
 
@@ -429,6 +432,18 @@ pub enum Interpreter {
     /// The data flavour when it is installed, else the lean one.
     #[default]
     Auto,
+}
+
+impl Interpreter {
+    /// The interpreter this choice loads on this machine, known before
+    /// loading it (`Auto`: the data flavour when its artifacts are installed).
+    pub fn resolved(self) -> Interpreter {
+        match self {
+            Interpreter::Auto if default_data_dir().join("manifest").exists() => Interpreter::Data,
+            Interpreter::Auto => Interpreter::Lean,
+            other => other,
+        }
+    }
 }
 
 impl Engine for PythonEngine {

@@ -190,7 +190,8 @@ pub fn load(engine: &Engine, snapshot: &Snapshot) -> Result<Component, PythonErr
         &snapshot.wasm_sha256[..16],
         hasher.finish()
     );
-    let cached = cache_dir().join(key);
+    let cached = cache_dir().join(&key);
+    let _maker = crate::makers::Maker::take(&key, "the compiled python snapshot")?;
     if cached.exists() {
         // SAFETY: the file was written by `Component::serialize` of an engine
         // with this compatibility hash, into our own cache directory; it is
@@ -208,6 +209,7 @@ pub fn load(engine: &Engine, snapshot: &Snapshot) -> Result<Component, PythonErr
         "compiling the python snapshot once for this machine (about 30 s of CPU; cached at {})",
         cached.display()
     );
+    let _step = crate::progress::Step::begin("compiling the python snapshot");
     let started = Instant::now();
     let component = Component::from_file(engine, &snapshot.wasm).map_err(|err| {
         PythonError::Unavailable(format!(

@@ -76,7 +76,7 @@ impl Worker {
         let config = file.load_or_seed(&options.config)?;
         let runtimes_dir = options.data_dir.join("runtimes");
         clear_dir(&runtimes_dir)?;
-        let engines = Engines::load(
+        let engines = Engines::start(
             &config,
             options.python_wasm.clone(),
             runtimes_dir.clone(),
@@ -123,6 +123,13 @@ impl Worker {
         let outbound: Arc<dyn Outbound> = link.clone();
         let _ = self.inner.ops.outbound.set(outbound);
         Ok(link)
+    }
+
+    /// Resolves once every engine the worker loads at start is ready or
+    /// unavailable (the worker answers before: a run waits for its own
+    /// language only).
+    pub async fn ready(&self) {
+        self.inner.ops.engines.settled().await;
     }
 
     /// The iii link, once joined.

@@ -64,7 +64,7 @@ impl From<&crate::PythonPackages> for ImagePackages {
 
 /// Where an image's files live, by its key.
 pub struct ImagePaths {
-    key: String,
+    pub(crate) key: String,
 }
 
 impl ImagePaths {
@@ -165,6 +165,9 @@ fn make_here(
     packages: Option<&ImagePackages>,
 ) -> Result<Made, PythonError> {
     let started = Instant::now();
+    let _step = crate::progress::Step::begin(
+        "pre-initialising the data image (numpy, pandas, … imported once)",
+    );
     tracing::info!(
         "pre-initialising the python data stack once for this machine{} (about a minute of CPU; cached as python-data-{})",
         if packages.is_some() {
@@ -350,6 +353,7 @@ pub fn load(
         "compiling the python data stack once for this machine (about 1 to 2 minutes of CPU; cached at {})",
         cached.display()
     );
+    let _step = crate::progress::Step::begin("compiling the data image");
     let started = Instant::now();
     let module = Module::new(engine, &made.wasm).map_err(|err| {
         PythonError::Unavailable(format!("cannot compile the python data image: {err:#}"))

@@ -64,6 +64,12 @@ pub(crate) fn load(
     let artifacts = artifact::verify_data(dir)?;
     let packages = packages.map(image::ImagePackages::from);
     let paths = image::ImagePaths::new(&artifacts, packages.as_ref());
+    // Held until the image is compiled and cached: another process making
+    // the same one finishes first, and this one loads what it cached.
+    let _maker = crate::makers::Maker::take(
+        &format!("python-data-image-{}", paths.key),
+        "the python data image",
+    )?;
     let (memory_bytes, made) = match paths.memory_bytes() {
         Some(bytes) => (bytes, None),
         None => {

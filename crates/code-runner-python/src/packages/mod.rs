@@ -91,6 +91,12 @@ pub fn packages_key(requirements: &[String]) -> String {
     hex(&hasher.finalize())[..16].to_string()
 }
 
+/// The cache entry whose lock one installer of `requirements` holds
+/// ([`crate::maker_lock_path`] names its file).
+pub fn lock_entry(requirements: &[String]) -> String {
+    format!("python-packages-{}", packages_key(requirements))
+}
+
 /// Where the package set of `requirements` is installed.
 pub fn packages_dir(requirements: &[String]) -> PathBuf {
     cache_dir().join(format!("python-packages-{}", packages_key(requirements)))
@@ -116,11 +122,16 @@ pub fn install(requirements: &[String]) -> Result<Option<PythonPackages>, Python
         check_requirement(requirement).map_err(PythonError::Unavailable)?;
     }
     let dir = packages_dir(requirements);
+    // Another process installing the same list finishes first; then its
+    // install is reused.
+    let _maker =
+        crate::makers::Maker::take(&lock_entry(requirements), "this python_packages install")?;
     if dir.join("installed.json").is_file() {
         tracing::info!("python_packages: reusing {}", dir.display());
         return read_installed(&dir).map(Some);
     }
     let started = Instant::now();
+    let _step = crate::progress::Step::begin("installing python_packages with pip");
     tracing::info!(
         "python_packages: resolving {} with pip and installing the wheels (seconds; cached at {})",
         requirements.join(" "),

@@ -1,4 +1,4 @@
-//! The command line: `serve`, `mcp`, `call` and `run`, in the iii style.
+//! The command line: `serve`, `mcp`, `call`, `run` and `prepare`, in the iii style.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -15,6 +15,7 @@ use crate::worker::{Worker, WorkerOptions};
 
 mod call;
 mod out;
+mod prepare;
 mod run;
 pub mod sandbox;
 pub use call::payload;
@@ -90,6 +91,20 @@ enum Command {
     /// Run code once and print the answer as JSON, with local files attached and the
     /// collected ones written into a directory: in-process, or on a server with --url.
     Run(run::RunArgs),
+    /// Build ahead of time what a configuration needs before its first run
+    /// (python's packages and image, V8's snapshot), so a server answers its
+    /// first python run at once.
+    Prepare {
+        /// The data directory whose configuration to prepare for (default: only --config).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// YAML configuration to prepare for (its python_packages, python_interpreter).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Where guest code will run: in-process, or process (confined sandbox processes).
+        #[arg(long, value_name = "in-process|process")]
+        isolation: Option<code_runner_core::Isolation>,
+    },
     /// Call a function and print its answer as JSON: in-process, or on a server with --url.
     Call {
         /// The function id, e.g. code-runner::run.
@@ -129,6 +144,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let isolation = match &cli.command {
         Command::Serve { isolation, .. }
         | Command::Mcp { isolation, .. }
+        | Command::Prepare { isolation, .. }
         | Command::Call { isolation, .. } => *isolation,
         Command::Run(args) => args.isolation,
     };
@@ -137,6 +153,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     match cli.command {
         Command::Run(args) => run::run(args).await,
+        Command::Prepare {
+            data_dir,
+            config,
+            isolation: _,
+        } => prepare::prepare(data_dir, config.as_deref()).await,
         Command::Serve {
             listen,
             data_dir,

@@ -64,7 +64,11 @@ pub(crate) struct Ops {
 
 impl Ops {
     /// The operations over `engines`, with runtimes under `runtimes_dir`.
-    pub(crate) fn new(settings: Arc<Settings>, engines: Engines, runtimes_dir: PathBuf) -> Ops {
+    pub(crate) fn new(
+        settings: Arc<Settings>,
+        engines: Arc<Engines>,
+        runtimes_dir: PathBuf,
+    ) -> Ops {
         Ops {
             settings,
             registry: Registry::default(),
@@ -74,7 +78,7 @@ impl Ops {
             guest_triggers: GuestTriggers::default(),
             namespaces: NamespaceRuntimes::default(),
             runtimes_dir,
-            engines: Arc::new(engines),
+            engines,
             outbound: Arc::default(),
             egress: Arc::default(),
             suspensions: approvals::Suspensions::default(),
@@ -111,8 +115,25 @@ impl Ops {
         self.engines.pool(lang)
     }
 
-    pub(crate) fn engine(&self, lang: Lang) -> Result<Arc<dyn Engine>, RunnerError> {
-        self.engines.engine(lang)
+    /// The engine of `lang`, waiting while it loads ([`Engines::ready`]):
+    /// a host caller at most [`Engines::wait`], told what is being prepared
+    /// on its live output; guest code no longer than its turn has left.
+    pub(crate) async fn engine(
+        &self,
+        lang: Lang,
+        caller: &Caller,
+    ) -> Result<Arc<dyn Engine>, RunnerError> {
+        let wait = match caller.time_left() {
+            Some(left) => left.min(self.engines.wait()),
+            None => self.engines.wait(),
+        };
+        let live = caller.live.clone();
+        let mut tell = move |text: String| {
+            if let Some(live) = &live {
+                live.call(code_runner_core::caps::Stream::Stderr, text.as_bytes());
+            }
+        };
+        self.engines.ready(lang, wait, &mut tell).await
     }
 }
 

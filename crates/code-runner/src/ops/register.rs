@@ -157,7 +157,7 @@ async fn boot(
     lang: Lang,
     caller: &Caller,
 ) -> Result<Arc<NamespaceRuntime>, RunnerError> {
-    let engine = ops.engine(lang)?;
+    let engine = ops.engine(lang, caller).await?;
     let config = ops.config();
     let memory_mb = config.memory_mb(None)?;
     let key = ops

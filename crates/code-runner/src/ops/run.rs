@@ -209,7 +209,7 @@ async fn execute(
     let lang = request
         .lang
         .ok_or_else(|| RunnerError::invalid("lang is required when runtime_id is omitted"))?;
-    let engine = ops.engine(lang)?;
+    let engine = ops.engine(lang, &caller).await?;
     if lang.on_node_engine() && request.memory_mb.is_some() {
         return Err(RunnerError::invalid(format!(
             "memory_mb applies to python; a {lang} runtime's heap is the configuration's heap_mb"

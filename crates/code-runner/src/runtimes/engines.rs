@@ -2,7 +2,8 @@
 //! pool, and the per-runtime options the configuration gives them.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use code_runner_core::{
     Bindings, Config, DEFAULT_MEMORY_MB, Engine, Isolation, Lang, RunnerError, RuntimeOptions,
@@ -12,119 +13,292 @@ use serde_json::{Value, json};
 use crate::ids::new_dir_name;
 use crate::runtimes::loading::{Loaded, install_packages, load_python};
 use crate::runtimes::pool::WarmPool;
+use crate::runtimes::ready::{Cell, State};
 use crate::runtimes::workdir::WorkDir;
 
 /// The binding namespace the node engine attaches `iii.files` to.
 pub const FILES_NAMESPACE: &str = "iii";
 
-/// Loads both engines into this process (`isolation: in-process`), and
-/// names python's interpreter.
-async fn load_in_process(
-    config: &Config,
-    python_dir: Option<PathBuf>,
-    packages: Option<code_runner_python::PythonPackages>,
-) -> Result<Loaded, RunnerError> {
-    let limits = code_runner_python::EngineLimits {
-        max_runtimes: config.max_runtimes,
-        max_memory_mb: config.max_memory_mb,
-    };
-    let choice = config.python_interpreter;
-    let python = tokio::task::spawn_blocking(move || {
-        load_python(python_dir, choice, limits, packages.as_ref())
-    })
-    .await
-    .map_err(|err| RunnerError::engine(format!("python engine loader panicked: {err}")))?;
-    let interpreter = python.as_ref().ok().map(|(_, name)| *name);
-    let python = python
-        .map(|(engine, _)| Arc::new(engine) as Arc<dyn Engine>)
-        .map_err(|err| err.to_string());
-    let v8 = tokio::task::spawn_blocking(code_runner_v8::V8Engine::new)
-        .await
-        .map_err(|err| RunnerError::engine(format!("node engine loader panicked: {err}")))?
-        .map(|engine| engine.files_namespace(FILES_NAMESPACE))
-        .map_err(|err| err.to_string());
-    let node = v8.clone().map(|engine| Arc::new(engine) as Arc<dyn Engine>);
-    let typescript = v8.map(|engine| Arc::new(engine.typescript()) as Arc<dyn Engine>);
-    Ok(Loaded {
-        python,
-        python_interpreter: interpreter,
-        node,
-        typescript,
-        sandbox: None,
-    })
-}
-
-/// The engine of each language (or why it is unavailable) and the warm pools.
+/// The engine of each language (or why it is unavailable, or that it is
+/// still loading) and the warm pools.
+///
+/// The engines load in the background ([`Engines::start`]): node's in well
+/// under a second, python's in as long as its image takes on a machine that
+/// has not made it yet (minutes, once). The worker answers meanwhile; a run
+/// waits for its own language only ([`Engines::ready`]), never for another's.
 ///
 /// Node and typescript are one V8 engine (one startup snapshot) in two
 /// modes: a runtime strips types or does not from its boot on, so each has
-/// its own pool. The node pool fills at start; the typescript pool fills
-/// after the first typescript run, so a worker that never sees TypeScript
-/// never boots isolates for it.
+/// its own pool. The node pool fills once V8 is loaded; the typescript pool
+/// fills after the first typescript run, so a worker that never sees
+/// TypeScript never boots isolates for it.
 pub struct Engines {
-    python: Result<Arc<dyn Engine>, String>,
+    python: Cell,
     /// Which interpreter the python engine runs, once loaded: `lean` or `data`.
-    python_interpreter: Option<&'static str>,
-    node: Result<Arc<dyn Engine>, String>,
-    typescript: Result<Arc<dyn Engine>, String>,
-    node_pool: Option<Arc<WarmPool>>,
-    typescript_pool: Option<Arc<WarmPool>>,
+    python_interpreter: OnceLock<&'static str>,
+    /// Whether python runs the data stack, as the configuration and the
+    /// installed artifacts say before it loads (tool texts are made at start).
+    python_data: bool,
+    node: Cell,
+    typescript: Cell,
+    node_pool: OnceLock<Arc<WarmPool>>,
+    typescript_pool: OnceLock<Arc<WarmPool>>,
     /// With `isolation: process`, the sandbox processes behind both engines.
-    sandbox: Option<Arc<code_runner_sandbox::Pool>>,
-    /// The operator's packages python imports from `/packages`, as `name==version`.
-    python_packages: Vec<String>,
+    sandbox: OnceLock<Arc<code_runner_sandbox::Pool>>,
+    /// The operator's packages python imports from `/packages`, as
+    /// `name==version`, once installed.
+    python_packages: OnceLock<Vec<String>>,
+    /// Python's load when it waits for a first use (a one-call process
+    /// whose call is not python's makes no image).
+    python_on_use: Mutex<Option<PythonLoad>>,
+    /// How long a run waits for its engine while it loads: [`ENGINE_WAIT`]
+    /// for a server (a client hears what is being prepared, then
+    /// `capacity`); an hour for a process that makes one call (its user
+    /// waits for exactly that, told what is being prepared).
+    wait: Duration,
+    isolation: Isolation,
     runtimes_dir: PathBuf,
     scratch_root: Option<PathBuf>,
 }
 
+/// What loading python in this process needs.
+struct PythonLoad {
+    config: Config,
+    python_dir: Option<PathBuf>,
+}
+
+/// How long a run waits for its language's engine to finish loading before
+/// it is answered `capacity` (with what is being prepared, and how long so far).
+pub const ENGINE_WAIT: Duration = Duration::from_secs(30);
+
+/// How long a one-call process's run waits for its engine (the data image
+/// of a cold machine takes minutes, once).
+const ONE_CALL_WAIT: Duration = Duration::from_secs(3600);
+
 impl Engines {
-    /// Loads both engines off the async threads and starts filling their pools
-    /// (a pooled runtime's warm-up turn gets `warm_up_bindings`, the `iii`
-    /// shape of a real turn, from the layer that builds them).
+    /// Loads the engines off the async threads in the background and
+    /// answers at once: python's after the configuration's packages are
+    /// installed (pip resolves and fetches them at the first start of a
+    /// list; one that cannot be installed leaves python unavailable, naming
+    /// the package and why, and node serving). With
+    /// `eager`, python loads at once too and the node pool fills as soon as
+    /// V8 is loaded (a pooled runtime's warm-up turn gets `warm_up_bindings`,
+    /// the `iii` shape of a real turn); without (a process that makes one
+    /// call), python loads on its first use and no runtime is booted ahead.
     /// A missing engine is not fatal: its runs answer `code-runner::engine`.
     ///
     /// # Errors
-    /// `code-runner::engine` when a loader task panicked.
-    pub async fn load(
+    /// None today (a missing engine is its runs' error).
+    pub async fn start<F>(
         config: &Config,
         python_dir: Option<PathBuf>,
         runtimes_dir: PathBuf,
-        warm_pool: bool,
-        warm_up_bindings: impl Fn(Lang) -> Bindings,
-    ) -> Result<Engines, RunnerError> {
+        eager: bool,
+        warm_up_bindings: F,
+    ) -> Result<Arc<Engines>, RunnerError>
+    where
+        F: Fn(Lang) -> Bindings + Send + Sync + 'static,
+    {
         // Guest writes (python's /work, iii.files) can meet the host's
         // RLIMIT_FSIZE: they fail with EFBIG rather than kill the worker.
         code_runner_sandbox::confine::ignore_file_size_signal();
-        // Before any engine: a package that cannot be installed stops the start.
-        let packages = install_packages(config).await?;
-        let installed = packages.as_ref().map(|p| p.installed.clone());
-        let loaded = match crate::runtimes::isolation::isolation(config) {
-            Isolation::Process => {
-                crate::runtimes::isolation::load(
-                    config,
-                    python_dir,
-                    packages,
-                    &runtimes_dir,
-                    !warm_pool,
-                )
-                .await
-            }
-            Isolation::InProcess => load_in_process(config, python_dir, packages).await?,
+        let python_data = python_dir.is_none()
+            && match config.python_interpreter {
+                code_runner_core::PythonInterpreter::Lean => false,
+                code_runner_core::PythonInterpreter::Data => true,
+                code_runner_core::PythonInterpreter::Auto => {
+                    code_runner_python::Interpreter::Auto.resolved()
+                        == code_runner_python::Interpreter::Data
+                }
+            };
+        let engines = Arc::new(Engines {
+            python: Cell::default(),
+            python_interpreter: OnceLock::new(),
+            python_data,
+            node: Cell::default(),
+            typescript: Cell::default(),
+            node_pool: OnceLock::new(),
+            typescript_pool: OnceLock::new(),
+            sandbox: OnceLock::new(),
+            python_packages: OnceLock::new(),
+            python_on_use: Mutex::new(None),
+            wait: if eager { ENGINE_WAIT } else { ONE_CALL_WAIT },
+            isolation: crate::runtimes::isolation::isolation(config),
+            runtimes_dir,
+            scratch_root: config.scratch_root.clone(),
+        });
+        let warm_pool = eager && config.warm_pool > 0;
+        let load = PythonLoad {
+            config: config.clone(),
+            python_dir,
         };
-        let mut engines = Engines::with(config, loaded, runtimes_dir, warm_pool, warm_up_bindings)?;
-        if engines.python.is_ok() {
-            engines.python_packages = installed.unwrap_or_default();
+        match crate::runtimes::isolation::isolation(config) {
+            Isolation::Process => {
+                // The sandbox processes load both engines, after the parent
+                // made python's image: both are ready together.
+                let started = engines.clone();
+                tokio::spawn(async move {
+                    let runtimes_dir = started.runtimes_dir.clone();
+                    let packages = started.install(&load.config).await;
+                    let loaded = crate::runtimes::isolation::load(
+                        &load.config,
+                        load.python_dir,
+                        packages.clone().unwrap_or_default(),
+                        &runtimes_dir,
+                        !eager,
+                    )
+                    .await;
+                    let loaded = match packages {
+                        // Node serves; python says which package failed.
+                        Err(why) => Loaded {
+                            python: Err(why),
+                            python_interpreter: None,
+                            ..loaded
+                        },
+                        Ok(_) => loaded,
+                    };
+                    started.loaded(&load.config, loaded, warm_pool, &warm_up_bindings);
+                });
+            }
+            Isolation::InProcess => {
+                let started = engines.clone();
+                let config = config.clone();
+                tokio::spawn(async move {
+                    started.load_v8(&config, warm_pool, &warm_up_bindings).await;
+                });
+                if eager {
+                    engines.load_python(load);
+                } else {
+                    *engines
+                        .python_on_use
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner()) = Some(load);
+                }
+            }
+        }
+        if eager {
+            let watching = engines.clone();
+            tokio::spawn(async move {
+                watching.settled().await;
+                tracing::info!(
+                    "engines settled: node {}, python {}",
+                    watching.health()["node"].as_str().unwrap_or_default(),
+                    watching.health()["python"].as_str().unwrap_or_default()
+                );
+            });
         }
         Ok(engines)
     }
 
-    fn with(
+    /// Resolves once no engine is still loading (each ready or unavailable;
+    /// python's, when it waits for a first use, counts as settled).
+    pub async fn settled(&self) {
+        for lang in [Lang::Node, Lang::TypeScript, Lang::Python] {
+            if lang == Lang::Python
+                && self
+                    .python_on_use
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .is_some()
+            {
+                continue;
+            }
+            self.cell(lang).settled().await;
+        }
+    }
+
+    /// How long a run waits for its engine while it loads.
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+
+    /// Loads V8 (node and typescript) in this process, then fills the node pool.
+    async fn load_v8<F: Fn(Lang) -> Bindings>(
+        &self,
+        config: &Config,
+        warm_pool: bool,
+        warm_up_bindings: &F,
+    ) {
+        let v8 = tokio::task::spawn_blocking(code_runner_v8::V8Engine::new)
+            .await
+            .map_err(|err| format!("node engine loader panicked: {err}"))
+            .and_then(|loaded| loaded.map_err(|err| err.to_string()))
+            .map(|engine| engine.files_namespace(FILES_NAMESPACE));
+        if let Err(why) = &v8 {
+            tracing::warn!("node engine unavailable: {why}");
+        }
+        let typescript = v8
+            .clone()
+            .map(|engine| Arc::new(engine.typescript()) as Arc<dyn Engine>);
+        self.node
+            .set(v8.map(|engine| Arc::new(engine) as Arc<dyn Engine>));
+        self.typescript.set(typescript);
+        if warm_pool {
+            self.fill_pools(config, warm_up_bindings);
+        }
+    }
+
+    /// Installs the configuration's python packages (or finds their install).
+    async fn install(
+        &self,
+        config: &Config,
+    ) -> Result<Option<code_runner_python::PythonPackages>, String> {
+        let installed = install_packages(config).await.map_err(|err| err.message);
+        match &installed {
+            Ok(packages) => {
+                let names = packages.as_ref().map(|p| p.installed.clone());
+                let _ = self.python_packages.set(names.unwrap_or_default());
+            }
+            Err(why) => tracing::error!("python is unavailable: {why}"),
+        }
+        installed
+    }
+
+    /// Starts loading python in this process, in the background: its
+    /// packages first.
+    fn load_python(self: &Arc<Self>, load: PythonLoad) {
+        let engines = self.clone();
+        tokio::spawn(async move {
+            let limits = code_runner_python::EngineLimits {
+                max_runtimes: load.config.max_runtimes,
+                max_memory_mb: load.config.max_memory_mb,
+            };
+            let choice = load.config.python_interpreter;
+            let packages = match engines.install(&load.config).await {
+                Ok(packages) => packages,
+                Err(why) => {
+                    engines.python.set(Err(why));
+                    return;
+                }
+            };
+            let dir = load.python_dir;
+            let python = tokio::task::spawn_blocking(move || {
+                load_python(dir, choice, limits, packages.as_ref())
+            })
+            .await
+            .map_err(|err| format!("python engine loader panicked: {err}"))
+            .and_then(|loaded| loaded.map_err(|err| err.to_string()));
+            match &python {
+                Ok((_, name)) => {
+                    let _ = engines.python_interpreter.set(name);
+                    tracing::info!("python runs the {name} interpreter");
+                }
+                Err(why) => tracing::warn!("python engine unavailable: {why}"),
+            }
+            engines
+                .python
+                .set(python.map(|(engine, _)| Arc::new(engine) as Arc<dyn Engine>));
+        });
+    }
+
+    /// What the sandbox processes' loader answered, put in place.
+    fn loaded<F: Fn(Lang) -> Bindings>(
+        &self,
         config: &Config,
         loaded: Loaded,
-        runtimes_dir: PathBuf,
         warm_pool: bool,
-        warm_up_bindings: impl Fn(Lang) -> Bindings,
-    ) -> Result<Engines, RunnerError> {
+        warm_up_bindings: &F,
+    ) {
         let Loaded {
             python,
             python_interpreter,
@@ -139,70 +313,92 @@ impl Engines {
         }
         if let Some(name) = python_interpreter {
             tracing::info!("python runs the {name} interpreter");
+            let _ = self.python_interpreter.set(name);
         }
-        let mut engines = Engines {
-            python,
-            python_interpreter,
-            node,
-            typescript,
-            sandbox,
-            python_packages: Vec::new(),
-            node_pool: None,
-            typescript_pool: None,
-            runtimes_dir,
-            scratch_root: config.scratch_root.clone(),
-        };
+        if let Some(pool) = sandbox {
+            let _ = self.sandbox.set(pool);
+        }
+        self.python.set(python);
+        self.node.set(node);
+        self.typescript.set(typescript);
+        if warm_pool {
+            self.fill_pools(config, warm_up_bindings);
+        }
+    }
+
+    /// Makes the node engine's warm pools (the node one starts filling).
+    fn fill_pools<F: Fn(Lang) -> Bindings>(&self, config: &Config, warm_up_bindings: &F) {
         // Python instantiates its snapshot per run (about a millisecond, no
         // boot to hide), so only node keeps booted runtimes ready.
-        if warm_pool && config.warm_pool > 0 {
-            for lang in [Lang::Node, Lang::TypeScript] {
-                let Ok(engine) = engines.engine(lang) else {
-                    continue;
-                };
-                let template = engines.runtime_options(
-                    config,
-                    lang,
-                    DEFAULT_MEMORY_MB.min(config.max_memory_mb),
-                    PathBuf::new(),
-                );
-                let pool = WarmPool::new(
-                    engine,
-                    template,
-                    warm_up_bindings(lang),
-                    config.warm_pool,
-                    engines.dir_root(lang),
-                );
-                match lang {
-                    Lang::TypeScript => engines.typescript_pool = Some(pool),
-                    _ => {
-                        pool.refill();
-                        engines.node_pool = Some(pool);
-                    }
+        for lang in [Lang::Node, Lang::TypeScript] {
+            let State::Ready(engine) = self.cell(lang).now() else {
+                continue;
+            };
+            let template = self.runtime_options(
+                config,
+                lang,
+                DEFAULT_MEMORY_MB.min(config.max_memory_mb),
+                PathBuf::new(),
+            );
+            let pool = WarmPool::new(
+                engine,
+                template,
+                warm_up_bindings(lang),
+                config.warm_pool,
+                self.dir_root(lang),
+            );
+            match lang {
+                Lang::TypeScript => {
+                    let _ = self.typescript_pool.set(pool);
+                }
+                _ => {
+                    pool.refill();
+                    let _ = self.node_pool.set(pool);
                 }
             }
         }
-        Ok(engines)
     }
 
-    /// The engine of `lang`.
+    fn cell(&self, lang: Lang) -> &Cell {
+        match lang {
+            Lang::Python => &self.python,
+            Lang::Node => &self.node,
+            Lang::TypeScript => &self.typescript,
+        }
+    }
+
+    /// The engine of `lang`, waiting at most `wait` while it loads (python's
+    /// is started now if it waited for a first use), `tell` hearing what is
+    /// being prepared every few seconds meanwhile.
     ///
     /// # Errors
-    /// `code-runner::engine` saying why it is unavailable.
-    pub fn engine(&self, lang: Lang) -> Result<Arc<dyn Engine>, RunnerError> {
-        match lang {
-            Lang::Python => self.python.clone(),
-            Lang::Node => self.node.clone(),
-            Lang::TypeScript => self.typescript.clone(),
+    /// `code-runner::engine` saying why it is unavailable;
+    /// `code-runner::capacity` when it is still loading after `wait`.
+    pub async fn ready(
+        self: &Arc<Self>,
+        lang: Lang,
+        wait: Duration,
+        tell: &mut (dyn FnMut(String) + Send),
+    ) -> Result<Arc<dyn Engine>, RunnerError> {
+        if lang == Lang::Python {
+            let on_use = self
+                .python_on_use
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            if let Some(load) = on_use {
+                self.load_python(load);
+            }
         }
-        .map_err(RunnerError::engine)
+        self.cell(lang).ready(lang, wait, tell).await
     }
 
     /// The warm pool of `lang`, if it has one.
     pub fn pool(&self, lang: Lang) -> Option<&Arc<WarmPool>> {
         match lang {
             Lang::Python => None,
-            Lang::Node => self.node_pool.as_ref(),
-            Lang::TypeScript => self.typescript_pool.as_ref(),
+            Lang::Node => self.node_pool.get(),
+            Lang::TypeScript => self.typescript_pool.get(),
         }
     }
 
@@ -259,33 +455,44 @@ impl Engines {
         }
     }
 
-    /// Whether python runs the data stack (numpy, pandas, matplotlib, …).
+    /// Whether python runs the data stack (numpy, pandas, matplotlib, …):
+    /// the loaded interpreter's, or before it loaded, what it will be.
     pub fn python_has_data_stack(&self) -> bool {
-        self.python_interpreter == Some("data")
+        match self.python_interpreter.get() {
+            Some(name) => *name == "data",
+            None => self.python_data,
+        }
     }
 
-    /// Each engine's status, for `/healthz`.
+    /// Each engine's status, for `/healthz`: `ready`, `preparing: …` (what,
+    /// and for how long), or `unavailable: …`.
     pub fn health(&self) -> Value {
-        let status = |engine: &Result<Arc<dyn Engine>, String>| match engine {
-            Ok(_) => "ready".to_string(),
-            Err(message) => format!("unavailable: {message}"),
+        let status = |lang: Lang| match self.cell(lang).now() {
+            State::Ready(_) => "ready".to_string(),
+            State::Preparing(since) => {
+                format!(
+                    "preparing: {}",
+                    crate::runtimes::ready::preparing(lang, since)
+                )
+            }
+            State::Unavailable(message) => format!("unavailable: {message}"),
         };
-        let isolation = match &self.sandbox {
+        let isolation = match self.sandbox.get() {
             Some(pool) => pool.health(),
-            None => json!({ "mode": "in-process" }),
+            None => json!({ "mode": self.isolation.as_str() }),
         };
         json!({
-            "python": status(&self.python),
-            "python_interpreter": self.python_interpreter,
-            "python_packages": self.python_packages,
-            "node": status(&self.node),
+            "python": status(Lang::Python),
+            "python_interpreter": self.python_interpreter.get(),
+            "python_packages": self.python_packages.get().cloned().unwrap_or_default(),
+            "node": status(Lang::Node),
             "isolation": isolation,
         })
     }
 
     /// Closes every pooled runtime.
     pub async fn drain(&self) {
-        if let Some(pool) = &self.node_pool {
+        if let Some(pool) = self.node_pool.get() {
             pool.drain().await;
         }
     }

@@ -20,8 +20,8 @@ pub(crate) struct Loaded {
 /// off the async threads; `None` when there are none.
 ///
 /// # Errors
-/// `code-runner::engine` naming the package that failed and why: the worker
-/// does not start without the packages it was told to offer.
+/// `code-runner::engine` naming the package that failed and why: python
+/// does not serve without the packages it was told to offer (node does).
 pub(crate) async fn install_packages(
     config: &code_runner_core::Config,
 ) -> Result<Option<code_runner_python::PythonPackages>, code_runner_core::RunnerError> {

@@ -8,5 +8,6 @@ pub(crate) mod isolation;
 pub(crate) mod lineage;
 pub(crate) mod loading;
 pub(crate) mod pool;
+pub(crate) mod ready;
 pub(crate) mod registry;
 pub(crate) mod workdir;

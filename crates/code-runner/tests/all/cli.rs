@@ -590,3 +590,96 @@ async fn run_with_url_bounds_what_a_hostile_server_answers() {
         assert!(!dir.path().join("results/a.txt").exists());
     }
 }
+
+/// A one-call process loads only the engine its call uses: a node call
+/// never loads python (on a cold machine that is minutes of image making
+/// it does not wait for), a python call does.
+#[test]
+fn a_call_loads_only_the_engine_it_uses() {
+    for (lang, code, loads_python) in [
+        ("node", "code=return 6 * 7", false),
+        ("python", "code=result = 6 * 7", true),
+    ] {
+        let output = output_within(
+            binary()
+                .arg("call")
+                .arg(RUN)
+                .arg(format!("lang={lang}"))
+                .arg(code),
+            CALL_LIMIT,
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{lang}: {stderr}");
+        assert_eq!(stdout_json(&output)["result"], 42, "{lang}: {stderr}");
+        assert_eq!(
+            stderr.contains("python runs the"),
+            loads_python,
+            "{lang}: {stderr}"
+        );
+    }
+}
+
+/// `code-runner prepare` readies what a configuration needs, says so and
+/// exits 0; it reads a data directory's persisted configuration and leaves
+/// it unchanged; a configuration it cannot read is an error naming it.
+#[test]
+fn prepare_readies_a_configuration() {
+    let dir = tempdir();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "python_interpreter: lean\n").unwrap();
+    let output = output_within(
+        binary().arg("prepare").arg("--config").arg(&config),
+        CALL_LIMIT,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("prepare: node: ready"), "{stderr}");
+    assert!(stderr.contains("prepare: python: ready"), "{stderr}");
+    assert!(
+        stderr.contains("python (the standard library) are ready"),
+        "{stderr}"
+    );
+
+    let data = dir.path().join("data");
+    let first = output_within(
+        binary()
+            .arg("call")
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--config")
+            .arg(&config)
+            .arg(RUN)
+            .arg("lang=node")
+            .arg("code=return 1"),
+        CALL_LIMIT,
+    );
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let persisted = data.join("configuration/code-runner.yaml");
+    let before = std::fs::read_to_string(&persisted).unwrap();
+    let output = output_within(
+        binary().arg("prepare").arg("--data-dir").arg(&data),
+        CALL_LIMIT,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("python (the standard library) are ready"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&persisted).unwrap(), before);
+
+    let output = output_within(
+        binary()
+            .arg("prepare")
+            .arg("--config")
+            .arg(dir.path().join("missing.yaml")),
+        CALL_LIMIT,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("missing.yaml"), "{stderr}");
+}

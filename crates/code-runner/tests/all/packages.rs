@@ -135,29 +135,80 @@ fn failed_start(yaml: &str) -> String {
     stderr
 }
 
-/// A package with only compiled wheels stops the start, named, with the reason.
-#[test]
-fn a_compiled_wheel_stops_the_start_naming_the_package_and_why() {
-    let stderr = failed_start("python_packages: [\"markupsafe==2.1.5\"]\n");
-    assert!(stderr.contains("markupsafe==2.1.5 is refused"), "{stderr}");
-    assert!(stderr.contains("compiled code"), "{stderr}");
-    assert!(stderr.contains("pure-Python"), "{stderr}");
+/// `code-runner prepare --config` with `yaml`, expected to fail: its stderr.
+fn failed_prepare(yaml: &str) -> String {
+    let dir = crate::helpers::tempdir();
+    let config = write_config(dir.path(), yaml);
+    let output = output_within(
+        binary().arg("prepare").arg("--config").arg(&config),
+        START_LIMIT,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(!output.status.success(), "prepare succeeded: {stderr}");
+    assert!(
+        stderr.contains("not everything could be prepared"),
+        "{stderr}"
+    );
+    stderr
 }
 
-/// A name PyPI does not have stops the start, named.
+/// A package with only compiled wheels: `prepare` fails naming it and why;
+/// a server with the list serves node at once, and python's runs (and
+/// `/healthz`) say which package it could not install and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compiled_wheel_is_refused_naming_the_package_and_why() {
+    const LIST: &str = "python_packages: [\"markupsafe==2.1.5\"]\n";
+    let named = |text: &str| {
+        assert!(text.contains("markupsafe==2.1.5 is refused"), "{text}");
+        assert!(text.contains("compiled code"), "{text}");
+        assert!(text.contains("pure-Python"), "{text}");
+    };
+    named(&failed_prepare(LIST));
+    let dir = crate::helpers::tempdir();
+    let config = write_config(dir.path(), LIST);
+    let serve = ServeProcess::spawn(&dir.path().join("data"), Some(&config));
+    let http = crate::helpers::client();
+    let call = async |lang: &str, code: &str| {
+        let payload = json!({"lang": lang, "code": code});
+        crate::helpers::post_json(&http, &serve.url, "code-runner::run", &payload).await
+    };
+    let answer = call("node", "return 2 + 2").await;
+    assert_eq!(answer.ok()["result"], 4, "{}", answer.body);
+    let answer = call("python", "result = 1").await;
+    assert_eq!(
+        answer.error_code(),
+        Some("code-runner::engine"),
+        "{}",
+        answer.body
+    );
+    named(answer.error_message());
+    let health: serde_json::Value = http
+        .get(format!("{}/healthz", serve.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    named(&health["engines"]["python"].to_string());
+    named(&serve.log());
+}
+
+/// A name PyPI does not have: `prepare` fails naming it, and nothing
+/// half-built is left where a later start would take it as done.
 #[test]
-fn an_unknown_package_stops_the_start_naming_it() {
-    let stderr = failed_start("python_packages: [\"code-runner-no-such-package-zq==1.0\"]\n");
+fn an_unknown_package_is_refused_naming_it() {
+    let stderr = failed_prepare("python_packages: [\"code-runner-no-such-package-zq==1.0\"]\n");
     assert!(
         stderr.contains("code-runner-no-such-package-zq==1.0 cannot be installed"),
         "{stderr}"
     );
-    // Nothing half-built is left where a later start would take it as done.
     let key = code_runner_python::packages_dir(&["code-runner-no-such-package-zq==1.0".into()]);
     assert!(!key.exists(), "{} was left behind", key.display());
 }
 
-/// An option smuggled in as a requirement is refused by validation, before pip.
+/// An option smuggled in as a requirement is refused by validation, before
+/// pip: the configuration is wrong, so the server does not start.
 #[test]
 fn a_requirement_that_is_not_a_name_is_refused_before_pip() {
     let stderr = failed_start("python_packages: [\"--index-url=http://127.0.0.1:9/simple\"]\n");
@@ -224,4 +275,137 @@ async fn the_same_list_is_reused_and_another_is_installed_afresh() {
         code_runner_python::packages_key(&other),
         code_runner_python::packages_key(&["roman==4.2".to_string()])
     );
+}
+
+/// Start at once: while python's packages are still being installed (here
+/// another process holds their install's lock, as a `prepare` beside the
+/// server would), the server answers MCP's `initialize`, `/healthz` says
+/// what is being prepared, and node runs. A python run waits for its
+/// engine, told on its stream what it waits for, and past the bound is
+/// answered `capacity` saying what is left; once the install is done, a
+/// waiting run answers and python serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_answers_at_once_while_python_is_prepared() {
+    let list = ["roman==4.2".to_string(), "humanize==4.9.0".to_string()];
+    // Installed first, so that releasing the lock below readies python at
+    // once (the wait under test is the lock's, not PyPI's).
+    let installing = list.clone();
+    tokio::task::spawn_blocking(move || code_runner_python::install_packages(&installing))
+        .await
+        .unwrap()
+        .unwrap();
+    let lock_path = code_runner_python::maker_lock_path(
+        &code_runner_python::cache_dir(),
+        &code_runner_python::packages_lock_entry(&list),
+    );
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .unwrap();
+    lock.lock().unwrap();
+
+    let dir = crate::helpers::tempdir();
+    let config = write_config(
+        dir.path(),
+        "python_interpreter: lean\npython_packages: [\"roman==4.2\", \"humanize==4.9.0\"]\n",
+    );
+    let serve = ServeProcess::listening(&dir.path().join("data"), Some(&config), &[]);
+    let http = crate::helpers::client();
+    let initialize = http
+        .post(format!("{}/mcp", serve.url))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                   "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                              "clientInfo": {"name": "t", "version": "1"}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(initialize.status(), 200);
+    let body = initialize.text().await.unwrap();
+    assert!(body.contains("serverInfo"), "{body}");
+
+    let health = || async {
+        let health: serde_json::Value = crate::helpers::client()
+            .get(format!("{}/healthz", serve.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        health["engines"]["python"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let waited = std::time::Instant::now();
+    loop {
+        let python = health().await;
+        if python
+            .contains("waiting for another process that is making this python_packages install")
+        {
+            assert!(python.starts_with("preparing: "), "{python}");
+            break;
+        }
+        assert!(python.starts_with("preparing: "), "{python}");
+        assert!(waited.elapsed() < Duration::from_secs(60), "{python}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let answer = crate::helpers::post_json(
+        &http,
+        &serve.url,
+        "code-runner::run",
+        &json!({"lang": "node", "code": "return 2 + 2"}),
+    )
+    .await;
+    assert_eq!(answer.ok()["result"], 4, "{}", answer.body);
+
+    // Past the bound: progress on the stream meanwhile, then `capacity`.
+    let python = json!({"lang": "python", "code": USE_ROMAN});
+    let (sender, mut arrived) = tokio::sync::mpsc::unbounded_channel();
+    crate::helpers::stream_run(&serve.url, &python, sender).await;
+    let mut seen = Vec::new();
+    while let Ok(event) = arrived.try_recv() {
+        seen.push(event);
+    }
+    let told = seen
+        .iter()
+        .filter(|(event, data)| {
+            event == "stderr"
+                && data["text"].as_str().is_some_and(|text| {
+                    text.contains("python is not ready yet: waiting for another process")
+                })
+        })
+        .count();
+    assert!(told >= 2, "{seen:?}");
+    let (last, answer) = seen.last().unwrap();
+    assert_eq!(last, "error", "{seen:?}");
+    assert_eq!(answer["error"]["code"], "code-runner::capacity", "{seen:?}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("python is not ready yet"), "{message}");
+    assert!(message.contains("retry"), "{message}");
+
+    // A run waiting when the install ends is answered.
+    let (sender, mut arrived) = tokio::sync::mpsc::unbounded_channel();
+    let url = serve.url.clone();
+    let waiting =
+        tokio::spawn(async move { crate::helpers::stream_run(&url, &python, sender).await });
+    let (event, data) = arrived.recv().await.unwrap();
+    assert_eq!(event, "stderr", "{data}");
+    lock.unlock().unwrap();
+    waiting.await.unwrap();
+    let mut last = None;
+    while let Ok(event) = arrived.try_recv() {
+        last = Some(event);
+    }
+    let (event, answer) = last.unwrap();
+    assert_eq!(event, "result", "{answer}");
+    assert_eq!(answer["result"], "MCMLXXXVII", "{answer}");
+    assert_eq!(health().await, "ready");
 }

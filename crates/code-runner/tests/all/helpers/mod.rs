@@ -148,6 +148,43 @@ pub(crate) async fn answer(response: reqwest::Response) -> Answer {
     Answer { status, body }
 }
 
+/// Posts a run to `url` asking for server-sent events and sends each
+/// `(event, data)` to `seen` as it arrives, until the stream ends.
+pub async fn stream_run(
+    url: &str,
+    payload: &Value,
+    seen: tokio::sync::mpsc::UnboundedSender<(String, Value)>,
+) {
+    let mut response = client()
+        .post(format!("{url}/v1/call/{RUN}"))
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .body(payload.to_string())
+        .send()
+        .await
+        .unwrap();
+    let mut text = String::new();
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = text.find("\n\n") {
+            let block: String = text.drain(..end + 2).collect();
+            let mut event = String::new();
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(name) = line.strip_prefix("event:") {
+                    event = name.trim().to_string();
+                } else if let Some(part) = line.strip_prefix("data:") {
+                    data.push_str(part.trim_start());
+                }
+            }
+            if !event.is_empty() {
+                let data = serde_json::from_str(&data).unwrap_or(Value::String(data));
+                let _ = seen.send((event, data));
+            }
+        }
+    }
+}
+
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("code-runner-test-")

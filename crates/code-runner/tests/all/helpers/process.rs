@@ -61,6 +61,22 @@ impl ServeProcess {
         flags: &[&str],
         env: &[(&str, &str)],
     ) -> ServeProcess {
+        ServeProcess::launch(data_dir, config, flags, env, true)
+    }
+
+    /// As [`ServeProcess::spawn_with_env`], back as soon as it listens
+    /// (its engines may still be loading).
+    pub fn listening(data_dir: &Path, config: Option<&Path>, env: &[(&str, &str)]) -> ServeProcess {
+        ServeProcess::launch(data_dir, config, &[], env, false)
+    }
+
+    fn launch(
+        data_dir: &Path,
+        config: Option<&Path>,
+        flags: &[&str],
+        env: &[(&str, &str)],
+        until_settled: bool,
+    ) -> ServeProcess {
         let mut command = binary();
         command.envs(env.iter().copied());
         command
@@ -85,13 +101,21 @@ impl ServeProcess {
         let sink = log.clone();
         std::thread::spawn(move || {
             let mut found = Some(found);
+            let mut addr = None;
+            let mut settled = !until_settled;
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 if let Some(rest) = line.split("serving on http://").nth(1) {
-                    let addr = rest.split_whitespace().next().unwrap_or("").to_string();
-                    if let Some(found) = found.take() {
-                        let _ = found.send(addr);
-                    }
+                    addr = Some(rest.split_whitespace().next().unwrap_or("").to_string());
+                }
+                // It listens at once and loads its engines meanwhile (the
+                // two lines come in either order); its tests expect both.
+                settled |= line.contains("engines settled");
+                if settled
+                    && addr.is_some()
+                    && let Some(found) = found.take()
+                {
+                    let _ = found.send(addr.clone().unwrap_or_default());
                 }
                 let mut log = sink.lock().unwrap();
                 log.push_str(&line);

@@ -71,6 +71,8 @@ impl Server {
         })
         .await
         .expect("worker starts (python.wasm: run scripts/fetch-python-wasm)");
+        // The worker answers at once; its tests expect both engines loaded.
+        worker.ready().await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -8,38 +8,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::helpers::{RESOURCE_EXHAUSTED, RUN, Server, TIMEOUT, client};
+use crate::helpers::{RESOURCE_EXHAUSTED, RUN, Server, TIMEOUT, stream_run};
 
 /// The server-sent events of a run: `(event, data, when it arrived)`.
 async fn events(server: &Server, payload: Value) -> Vec<(String, Value, Instant)> {
-    let mut response = client()
-        .post(format!("{}/v1/call/{RUN}", server.url))
-        .header("content-type", "application/json")
-        .header("accept", "text/event-stream")
-        .body(payload.to_string())
-        .send()
-        .await
-        .unwrap();
-    let mut text = String::new();
+    let (sender, mut arrived) = tokio::sync::mpsc::unbounded_channel();
+    let url = server.url.clone();
+    tokio::spawn(async move { stream_run(&url, &payload, sender).await });
     let mut seen = Vec::new();
-    while let Some(chunk) = response.chunk().await.unwrap() {
-        text.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = text.find("\n\n") {
-            let block: String = text.drain(..end + 2).collect();
-            let mut event = String::new();
-            let mut data = String::new();
-            for line in block.lines() {
-                if let Some(name) = line.strip_prefix("event:") {
-                    event = name.trim().to_string();
-                } else if let Some(part) = line.strip_prefix("data:") {
-                    data.push_str(part.trim_start());
-                }
-            }
-            if !event.is_empty() {
-                let data = serde_json::from_str(&data).unwrap_or(Value::String(data));
-                seen.push((event, data, Instant::now()));
-            }
-        }
+    while let Some((event, data)) = arrived.recv().await {
+        seen.push((event, data, Instant::now()));
     }
     seen
 }

@@ -66,6 +66,6 @@ pub use settle::{
     MAX_RESULT_NOTE_BYTES, Settled, ValuePolicy, cap_images, settle_completion, settle_response,
 };
 pub use wire::{
-    CollectedFile, FileInput, Lang, RegisterRequest, RegisterResponse, RunRequest, RunResponse,
-    TeardownRequest, TeardownResponse,
+    CollectMode, CollectedFile, FileInput, Lang, ReadFileRequest, ReadFileResponse,
+    RegisterRequest, RegisterResponse, RunRequest, RunResponse, TeardownRequest, TeardownResponse,
 };

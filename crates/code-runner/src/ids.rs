@@ -20,6 +20,14 @@ pub fn new_runtime_id(worker: Option<&str>) -> String {
     }
 }
 
+/// A fresh link token (a run's linked files): `lk_` plus 32 alphanumerics,
+/// the minting worker's name first on a shared engine (`lk_<worker>_<secret>`),
+/// as a runtime id's. A capability: never logged in full.
+pub fn new_link_token(worker: Option<&str>) -> String {
+    let id = new_runtime_id(worker);
+    format!("lk_{}", id.strip_prefix("rt_").unwrap_or(&id))
+}
+
 /// A fresh directory name for a runtime's files, unrelated to its id.
 pub fn new_dir_name() -> String {
     rand::rng()

@@ -168,6 +168,11 @@ impl Worker {
             "iii": self.inner.link.get().map(|link| json!({"state": link.state(), "worker_name": link.worker_name()})),
             "configuration": self.inner.ops.settings.status(),
             "mcp": { "followers": crate::edge::mcp::followers() },
+            "linked_files": {
+                "bytes": self.inner.ops.links.held().0,
+                "sets": self.inner.ops.links.held().1,
+                "max_bytes": crate::runtimes::links::STORE_BYTES,
+            },
         })
     }
 

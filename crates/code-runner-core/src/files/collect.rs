@@ -87,20 +87,74 @@ impl Globs {
     }
 }
 
-/// The files under `root` that `globs` match, sorted by path, read whole
-/// and base64-encoded, within `caps`: the first that does not fit ends the
-/// list with an omission marker, as does a walk that stopped early.
-/// Symlinks are never followed; a file that cannot be read is left out.
-pub fn collect(root: &std::path::Path, globs: &Globs, caps: CollectCaps) -> Vec<CollectedFile> {
+/// One collected file, read whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Collected {
+    /// Its path relative to the root.
+    pub path: String,
+    /// Its MIME type ([`mime_type`]).
+    pub mime_type: &'static str,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// What a `collect` found: the files that fit the caps, sorted by path,
+/// and what was left out and why, if anything was.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Collection {
+    /// The files that fit.
+    pub files: Vec<Collected>,
+    /// The omission marker's text (`<omitted: …>`), when something matched
+    /// and is not in `files`.
+    pub omitted: Option<String>,
+}
+
+impl Collection {
+    /// The files as the wire carries them inline (base64), the omission
+    /// marker last.
+    pub fn inline(self) -> Vec<CollectedFile> {
+        let mut out: Vec<CollectedFile> = self
+            .files
+            .into_iter()
+            .map(|file| CollectedFile {
+                size: file.bytes.len() as u64,
+                base64: Some(base64::engine::general_purpose::STANDARD.encode(&file.bytes)),
+                mime_type: file.mime_type.to_string(),
+                path: file.path,
+                uri: None,
+                preview: None,
+            })
+            .collect();
+        out.extend(self.omitted.map(marker));
+        out
+    }
+}
+
+/// At most this many skipped files are named in the omission marker.
+const NAMED_SKIPS: usize = 8;
+
+/// The files under `root` that `globs` match, sorted by path, read whole,
+/// within `caps`: a file that would take the answer past `max_bytes` (in
+/// base64) is skipped and the list goes on, so one large file does not hide
+/// the small ones after it; past `max_files` the rest are left out. The
+/// omission marker names what was skipped or left out and why, as it does
+/// a file that could not be read and a walk that stopped early. Symlinks
+/// are never followed.
+pub fn collect(root: &std::path::Path, globs: &Globs, caps: CollectCaps) -> Collection {
     if globs.is_empty() {
-        return Vec::new();
+        return Collection::default();
     }
     let walked = match beneath::walk(root) {
         Ok(walked) => walked,
-        Err(err) => return vec![marker(format!("<no files collected: {err}>"))],
+        Err(err) => {
+            return Collection {
+                files: Vec::new(),
+                omitted: Some(format!("<no files collected: {err}>")),
+            };
+        }
     };
     let Ok(fd) = beneath::open_root(root) else {
-        return Vec::new();
+        return Collection::default();
     };
     let mut matched: Vec<(String, u64)> = walked
         .files
@@ -108,53 +162,68 @@ pub fn collect(root: &std::path::Path, globs: &Globs, caps: CollectCaps) -> Vec<
         .filter(|(path, _)| globs.matches(path))
         .collect();
     matched.sort();
-    let (mut out, mut used) = (Vec::new(), 0usize);
+    let (mut files, mut used) = (Vec::new(), 0usize);
+    let mut skipped: Vec<String> = Vec::new();
+    let mut unread: Vec<String> = Vec::new();
     let mut cut = None;
     for (index, (path, size)) in matched.iter().enumerate() {
-        if out.len() >= caps.max_files {
-            cut = Some((
-                index,
-                format!("at most {} files (max_collect_files)", caps.max_files),
-            ));
+        if files.len() >= caps.max_files {
+            cut = Some(index);
             break;
         }
         if used.saturating_add(base64_len(*size)) > caps.max_bytes {
-            let limit = format!(
-                "at most {} KB of base64 (max_collect_bytes)",
-                crate::caps::approx_kb(caps.max_bytes as u64)
-            );
-            cut = Some((index, limit));
-            break;
-        }
-        let Ok(bytes) = beneath::read_file(&fd, path, *size) else {
+            skipped.push(format!("{path} ({size} bytes)"));
             continue;
-        };
-        let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
-        used = used.saturating_add(data.len());
-        out.push(CollectedFile {
-            path: path.clone(),
-            mime_type: mime_type(path).to_string(),
-            size: bytes.len() as u64,
-            base64: data,
-        });
+        }
+        match beneath::read_file(&fd, path, *size) {
+            Ok(bytes) => {
+                used = used.saturating_add(base64_len(bytes.len() as u64));
+                files.push(Collected {
+                    path: path.clone(),
+                    mime_type: mime_type(path),
+                    bytes,
+                });
+            }
+            Err(err) => unread.push(format!("{path} ({err})")),
+        }
     }
     let mut notes = Vec::new();
-    if let Some((index, limit)) = cut {
+    if !skipped.is_empty() {
+        notes.push(format!(
+            "{} skipped, each past what was left of the {} KB of base64 an answer carries (max_collect_bytes) — collect it alone or smaller",
+            named(&skipped),
+            crate::caps::approx_kb(caps.max_bytes as u64)
+        ));
+    }
+    if let Some(index) = cut {
         let left = &matched[index..];
         let bytes: u64 = left.iter().map(|(_, size)| *size).sum();
         let plural = if left.len() == 1 { "" } else { "s" };
         notes.push(format!(
-            "{} more file{plural} ({bytes} bytes) matched; a response carries {limit} — collect fewer or smaller files, or narrow the globs",
-            left.len()
+            "{} more file{plural} ({bytes} bytes) matched; an answer carries at most {} files (max_collect_files) — collect fewer, or narrow the globs",
+            left.len(),
+            caps.max_files
         ));
+    }
+    if !unread.is_empty() {
+        notes.push(format!("{} could not be read", named(&unread)));
     }
     if let Some(why) = walked.incomplete {
         notes.push(format!("{why}, so some files may not have been seen"));
     }
-    if !notes.is_empty() {
-        out.push(marker(format!("<omitted: {}>", notes.join("; "))));
+    Collection {
+        files,
+        omitted: (!notes.is_empty()).then(|| format!("<omitted: {}>", notes.join("; "))),
     }
-    out
+}
+
+/// `items` named, the first [`NAMED_SKIPS`] of them, and how many more.
+fn named(items: &[String]) -> String {
+    let shown = items[..items.len().min(NAMED_SKIPS)].join(", ");
+    match items.len().saturating_sub(NAMED_SKIPS) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
 }
 
 fn marker(text: String) -> CollectedFile {
@@ -162,13 +231,24 @@ fn marker(text: String) -> CollectedFile {
         path: String::new(),
         mime_type: "text/plain".into(),
         size: 0,
-        base64: text,
+        base64: Some(text),
+        uri: None,
+        preview: None,
     }
 }
 
 /// The length of `size` bytes in padded base64.
 fn base64_len(size: u64) -> usize {
     usize::try_from(size.div_ceil(3).saturating_mul(4)).unwrap_or(usize::MAX)
+}
+
+/// Whether bytes of type `mime` are text to read: `text/*`, JSON, XML, SVG.
+pub fn is_textual(mime: &str) -> bool {
+    mime.starts_with("text/")
+        || matches!(
+            mime,
+            "application/json" | "application/xml" | "image/svg+xml"
+        )
 }
 
 /// The MIME type of `path`, from its extension; `application/octet-stream` when unknown.

@@ -6,13 +6,13 @@
 //! - [`beneath`]: file operations under a runtime's root by descriptor, never
 //!   following a symlink (`openat` with `O_NOFOLLOW` at every component).
 //! - [`collect`]: the `collect` globs, the bounded walk, the MIME table and the
-//!   caps that end a list with an omission marker.
+//!   caps (a file past them skipped, named in the omission marker).
 
 pub mod beneath;
 pub mod collect;
 pub mod path;
 
-pub use collect::{CollectCaps, Globs, collect};
+pub use collect::{CollectCaps, Collected, Collection, Globs, collect, is_textual};
 pub use path::{InputFile, decode_inputs, normalise};
 
 #[cfg(test)]

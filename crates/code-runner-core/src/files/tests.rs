@@ -149,11 +149,11 @@ fn collect_reads_by_descriptor_and_skips_symlinks() {
     std::os::unix::fs::symlink(outside.join("secret.csv"), root.join("out/link.csv")).unwrap();
     std::os::unix::fs::symlink(&outside, root.join("out/dir")).unwrap();
     let globs = Globs::new(&["**".into()]).unwrap();
-    let files = collect(&root, &globs, CollectCaps::default());
+    let files = collect(&root, &globs, CollectCaps::default()).inline();
     let paths: Vec<_> = files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(paths, ["out/a.bin", "out/b.csv", "z.md"]);
     let decoded = base64::engine::general_purpose::STANDARD
-        .decode(&files[0].base64)
+        .decode(files[0].base64.as_deref().unwrap())
         .unwrap();
     assert_eq!(decoded, binary);
     assert_eq!(
@@ -167,15 +167,17 @@ fn collect_reads_by_descriptor_and_skips_symlinks() {
     assert!(!outside.join("planted").exists());
 }
 
-/// The count cap and the byte cap each end the list with a marker naming
-/// the cap and what was left out; a missing root collects nothing.
+/// The count cap ends the list with a marker naming the cap and what was
+/// left out; a file past the byte cap is skipped, named, and the list goes
+/// on with the smaller files after it; a missing root collects nothing.
 #[test]
-fn caps_end_the_list_with_a_marker() {
+fn caps_skip_or_end_and_the_marker_says_what() {
     let dir = tempfile::tempdir().unwrap();
     for i in 0..5 {
         write(dir.path(), &format!("f{i}.txt"), &[b'x'; 30]);
     }
     let globs = Globs::new(&["*.txt".into()]).unwrap();
+    let text = |file: &crate::CollectedFile| file.base64.clone().unwrap_or_default();
     let by_count = collect(
         dir.path(),
         &globs,
@@ -183,7 +185,8 @@ fn caps_end_the_list_with_a_marker() {
             max_files: 2,
             max_bytes: 1 << 20,
         },
-    );
+    )
+    .inline();
     assert_eq!(by_count.len(), 3);
     let marker = &by_count[2];
     assert_eq!(
@@ -191,14 +194,14 @@ fn caps_end_the_list_with_a_marker() {
         ("", "text/plain", 0)
     );
     assert!(
-        marker.base64.contains("3 more files (90 bytes)"),
+        text(marker).contains("3 more files (90 bytes)"),
         "{}",
-        marker.base64
+        text(marker)
     );
     assert!(
-        marker.base64.contains("max_collect_files"),
+        text(marker).contains("max_collect_files"),
         "{}",
-        marker.base64
+        text(marker)
     );
     let by_bytes = collect(
         dir.path(),
@@ -207,14 +210,39 @@ fn caps_end_the_list_with_a_marker() {
             max_files: 16,
             max_bytes: 100,
         },
-    );
+    )
+    .inline();
     assert_eq!(by_bytes.len(), 3, "40 base64 bytes each: two fit in 100");
+    let marker = text(&by_bytes[2]);
+    assert!(marker.contains("max_collect_bytes"), "{marker}");
     assert!(
-        by_bytes[2].base64.contains("max_collect_bytes"),
-        "{}",
-        by_bytes[2].base64
+        marker.contains("f2.txt (30 bytes), f3.txt (30 bytes), f4.txt (30 bytes) skipped"),
+        "{marker}"
     );
-    assert!(collect(&dir.path().join("none"), &globs, CollectCaps::default()).is_empty());
+
+    // One big file first: skipped, and the small ones after it still come.
+    write(dir.path(), "a-big.txt", &[b'y'; 600]);
+    let skipping = collect(
+        dir.path(),
+        &globs,
+        CollectCaps {
+            max_files: 16,
+            max_bytes: 500,
+        },
+    )
+    .inline();
+    let paths: Vec<&str> = skipping.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["f0.txt", "f1.txt", "f2.txt", "f3.txt", "f4.txt", ""]
+    );
+    let marker = text(&skipping[5]);
+    assert!(marker.contains("a-big.txt (600 bytes) skipped"), "{marker}");
+    assert!(
+        collect(&dir.path().join("none"), &globs, CollectCaps::default())
+            .files
+            .is_empty()
+    );
 }
 
 /// New entries are counted once (shared directories too); growth is the

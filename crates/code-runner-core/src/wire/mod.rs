@@ -91,6 +91,20 @@ pub struct RunRequest {
     /// Globs, relative to the same root as `files` (`*` does not cross `/`, `**` does), naming the files to return in the response's `files` once the code has run, even when it failed. Symlinks are never followed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub collect: Vec<String>,
+    /// How collected files come back: `inline` (each file's bytes in the answer, as base64) or `link` (each file's `uri`, size, type and a short `preview`; the bytes are read with `code-runner::read_file` or MCP `resources/read` while the link lives). Default `inline` (`link` over MCP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collect_mode: Option<CollectMode>,
+}
+
+/// How a run's collected files come back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CollectMode {
+    /// Each file's bytes in the answer, as base64.
+    #[default]
+    Inline,
+    /// Each file by reference: a `uri` to read it by, with a preview.
+    Link,
 }
 
 /// A file the client gives a run: its path and its content, as text or as base64 (exactly one of them).
@@ -177,7 +191,39 @@ pub struct CollectedFile {
     pub mime_type: String,
     /// The file's size in bytes (before base64); 0 for the omission marker.
     pub size: u64,
-    /// The file's bytes, base64-encoded (standard alphabet, padded); the omission marker's text as is.
+    /// The file's bytes, base64-encoded (standard alphabet, padded); the omission marker's text as is. Absent when the file is linked (`collect_mode: "link"`) and, over MCP, when its bytes are in a content block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base64: Option<String>,
+    /// With `collect_mode: "link"`: where to read the file (`code-runner://files/<token>/<path>`, with `code-runner::read_file` or MCP `resources/read`). A capability, like a `runtime_id`: whoever holds it can read the file. It lives while the kept runtime that made it does, or for the idle TTL since it was last read; a read after that says it expired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+    /// With `collect_mode: "link"`, for a text file: its first lines (at most 10 lines and 1 KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
+}
+
+/// The request of `code-runner::read_file`: a linked file's `uri`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "ReadFileRequest")]
+pub struct ReadFileRequest {
+    /// The `uri` a run's linked file carries (`code-runner://files/<token>/<path>`).
+    pub uri: String,
+}
+
+/// The response of `code-runner::read_file`: the linked file whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "ReadFileResponse")]
+pub struct ReadFileResponse {
+    /// The uri it was read by.
+    pub uri: String,
+    /// The file's path relative to its runtime's root.
+    pub path: String,
+    /// Its MIME type, as the run's answer gave it.
+    pub mime_type: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its bytes, base64-encoded (standard alphabet, padded).
     pub base64: String,
 }
 

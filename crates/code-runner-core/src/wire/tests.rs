@@ -32,7 +32,7 @@ fn pairs(items: &[(&str, Value)]) -> Vec<(String, Value)> {
 }
 
 /// The schemas match the contract's field for field (names, types,
-/// required); `memory_mb` is the one documented addition.
+/// required); `memory_mb` and `collect_mode` are documented additions.
 #[test]
 fn schemas_match_the_contract() {
     let run = schema_of::<RunRequest>();
@@ -44,6 +44,7 @@ fn schemas_match_the_contract() {
             pairs(&[
                 ("code", json!("string")),
                 ("collect", json!("array")),
+                ("collect_mode", Value::Null),
                 ("files", json!("array")),
                 ("keep", json!("boolean")),
                 ("lang", Value::Null),
@@ -299,14 +300,14 @@ fn files_in_and_out_shapes() {
         shape(collected),
         (
             pairs(&[
-                ("base64", json!("string")),
+                ("base64", json!(["string", "null"])),
                 ("mime_type", json!("string")),
                 ("path", json!("string")),
+                ("preview", json!(["string", "null"])),
                 ("size", json!("integer")),
+                ("uri", json!(["string", "null"])),
             ]),
-            ["base64", "mime_type", "path", "size"]
-                .map(String::from)
-                .to_vec()
+            ["mime_type", "path", "size"].map(String::from).to_vec()
         )
     );
 }

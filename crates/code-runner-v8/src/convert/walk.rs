@@ -343,10 +343,10 @@ fn walk_object<'s>(
         }
         walk.path.pop();
         // A member with no text is dropped, as `JSON.stringify` drops it.
-        if let Some(item) = item? {
-            if !walk.counting_only() {
-                map.insert(name, item);
-            }
+        if let Some(item) = item?
+            && !walk.counting_only()
+        {
+            map.insert(name, item);
         }
     }
     Ok(Value::Object(map))

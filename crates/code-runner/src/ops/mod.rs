@@ -14,6 +14,7 @@ pub(crate) mod info;
 pub(crate) mod invoke;
 pub(crate) mod knobs;
 pub(crate) mod namespaces;
+pub(crate) mod read_file;
 pub(crate) mod register;
 pub(crate) mod resume;
 pub(crate) mod retire;
@@ -60,6 +61,8 @@ pub(crate) struct Ops {
     pub(crate) egress: Arc<egress::EgressState>,
     /// Runs suspended on a call that waits for a person.
     pub(crate) suspensions: approvals::Suspensions,
+    /// Collected files linked (`collect_mode: "link"`), read by uri.
+    pub(crate) links: crate::runtimes::links::Links,
 }
 
 impl Ops {
@@ -82,6 +85,7 @@ impl Ops {
             outbound: Arc::default(),
             egress: Arc::default(),
             suspensions: approvals::Suspensions::default(),
+            links: crate::runtimes::links::Links::default(),
         }
     }
 
@@ -156,6 +160,7 @@ pub(crate) fn functions(ops: &Arc<Ops>) -> Vec<(&'static str, Function)> {
         register::function(ops),
         describe::function(ops),
         resume::function(ops),
+        read_file::function(ops),
     ];
     all.extend(configuration::functions(ops));
     all.push(guidance::function(ops));

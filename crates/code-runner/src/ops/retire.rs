@@ -25,6 +25,7 @@ pub(crate) async fn retire(ops: &Ops, key: RuntimeKey) -> Vec<String> {
         .published
         .unpublish_owner(&Owner::Runtime(key), &ops.bus);
     ops.guest_triggers.forget(key);
+    ops.links.forget(key);
     if ops.lineage.take_called_out(key)
         && let Some(out) = ops.outbound.get()
     {

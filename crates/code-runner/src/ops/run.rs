@@ -104,7 +104,7 @@ async fn execute(
     caller: Caller,
     suspendable: Suspendable,
 ) -> Result<Value, CallError> {
-    let run_files = RunFiles::parse(request.files, &request.collect)?;
+    let run_files = RunFiles::parse(request.files, &request.collect, request.collect_mode)?;
     let config = ops.config();
     // A guest's run (from this worker or through the engine) lives within
     // the calling turn's budget, and ends when that turn answers.
@@ -190,7 +190,8 @@ async fn execute(
         let reset = kept.take_reset();
         let (outcome, images) = kept.runtime.run_with_images(turn(context, timeout)).await;
         retire::forget_lost_registrations(&ops, kept.key, &outcome.ending);
-        let files = run_files.collect(kept.dir_path(), collect_caps).await;
+        let collected = run_files.collect(kept.dir_path(), collect_caps).await;
+        let files = run_files.deliver(&ops, collected, Some(kept.key));
         let answer = settled.with_files(files).answer(
             outcome,
             images,
@@ -271,8 +272,11 @@ async fn execute(
             ))
             .await;
     }
-    let settled = settled.with_files(run_files.collect(Some(dir.0.clone()), collect_caps).await);
+    let collected = run_files.collect(Some(dir.0.clone()), collect_caps).await;
     let succeeded = matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, .. });
+    // A kept runtime's links live with it; a one-shot's for the idle TTL.
+    let owner = (request.keep && succeeded).then_some(key);
+    let settled = settled.with_files(run_files.deliver(&ops, collected, owner));
     let context = Context {
         lang,
         config: &config,

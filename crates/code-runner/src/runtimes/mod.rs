@@ -6,6 +6,7 @@ pub(crate) mod bounded;
 pub(crate) mod engines;
 pub(crate) mod isolation;
 pub(crate) mod lineage;
+pub(crate) mod links;
 pub(crate) mod loading;
 pub(crate) mod pool;
 pub(crate) mod ready;

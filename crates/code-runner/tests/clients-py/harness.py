@@ -39,11 +39,16 @@ class Server:
         self.process = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True)
         self.log = []
         self.url = None
+        # It listens at once and loads its engines meanwhile (the two lines
+        # come in either order); the tests expect both engines loaded.
+        settled = False
         for line in self.process.stderr:
             self.log.append(line)
             match = re.search(r"serving on (http://[0-9.:]+)", line)
             if match:
                 self.url = match.group(1)
+            settled = settled or "engines settled" in line
+            if self.url and settled:
                 break
         if self.url is None:
             raise RuntimeError("the server did not start:\n" + "".join(self.log))

@@ -55,10 +55,11 @@ for (const transport of ["stdio", "http"]) {
       assert.equal(Buffer.from(image.data, "base64").subarray(1, 4).toString(), "PNG");
       assert.equal(JSON.parse(text.text).images, 1, "the text counts the images");
       assert.ok(!text.text.includes(image.data.slice(0, 64)));
-      assert.equal(answer.structuredContent.images[0].data, image.data);
+      // Once in the answer: the structured content names it, without its bytes.
+      assert.deepEqual(answer.structuredContent.images, [{ mime_type: "image/png" }]);
     });
 
-    it("takes files in and returns the collected ones as resource blocks, bytes and MIME type intact", async () => {
+    it("takes files in and links the collected ones: resource_link blocks read back intact", async () => {
       const binary = Buffer.from([0, 1, 2, 254, 255, 10, 13]);
       const code = [
         "import csv, os",
@@ -68,7 +69,7 @@ for (const transport of ["stdio", "http"]) {
         "open('out/copy.bin', 'wb').write(open('raw.bin', 'rb').read())",
         "result = len(rows)",
       ].join("\n");
-      const answer = await call(session.client, "run", {
+      const args = {
         lang: "python",
         code,
         files: [
@@ -76,10 +77,41 @@ for (const transport of ["stdio", "http"]) {
           { path: "raw.bin", base64: binary.toString("base64") },
         ],
         collect: ["out/*"],
-      });
+      };
+      const answer = await call(session.client, "run", args);
       assert.equal(answer.isError, false, JSON.stringify(answer.content));
       assert.equal(answer.structuredContent.result, 2);
-      const [text, ...blocks] = answer.content;
+      const [text, ...links] = answer.content;
+      assert.deepEqual(
+        links.map((b) => [b.type, b.name, b.mimeType, b.size]),
+        [
+          ["resource_link", "out/copy.bin", "application/octet-stream", 7],
+          ["resource_link", "out/doubled.csv", "text/csv", 8],
+        ],
+      );
+      for (const link of links) assert.match(link.uri, /^code-runner:\/\/files\/lk_\w+\//);
+      const listed = JSON.parse(text.text).files;
+      assert.deepEqual(
+        listed.map((f) => [f.path, f.size, f.base64, f.preview]),
+        [["out/copy.bin", 7, undefined, undefined], ["out/doubled.csv", 8, undefined, "a,2\nb,4\n"]],
+      );
+      assert.deepEqual(answer.structuredContent.files.map((f) => f.uri), links.map((l) => l.uri));
+      // Read back by uri: resources/read, and the read_file tool.
+      const bin = await session.client.readResource({ uri: links[0].uri });
+      assert.deepEqual(Buffer.from(bin.contents[0].blob, "base64"), binary, "binary: a blob");
+      const csv = await session.client.readResource({ uri: links[1].uri });
+      assert.equal(csv.contents[0].text, "a,2\nb,4\n", "textual UTF-8: text");
+      assert.equal(csv.contents[0].mimeType, "text/csv");
+      const tool = await call(session.client, "read_file", { uri: links[1].uri });
+      assert.equal(tool.isError, false);
+      assert.equal(tool.content[0].resource.text, "a,2\nb,4\n");
+      assert.equal(tool.structuredContent.base64, undefined, "the bytes are in the block, once");
+      const unknown = links[1].uri.replace(/lk_\w+/, "lk_NotAToken00000000000000000000000");
+      await assert.rejects(session.client.readResource({ uri: unknown }), /no such linked file/);
+
+      // collect_mode "inline": the files embedded, each byte once.
+      const inline = await call(session.client, "run", { ...args, collect_mode: "inline" });
+      const [, ...blocks] = inline.content;
       assert.deepEqual(
         blocks.map((b) => [b.type, b.resource.uri, b.resource.mimeType]),
         [
@@ -87,14 +119,13 @@ for (const transport of ["stdio", "http"]) {
           ["resource", "code-runner://files/out/doubled.csv", "text/csv"],
         ],
       );
-      assert.deepEqual(Buffer.from(blocks[0].resource.blob, "base64"), binary, "binary: a blob");
-      assert.equal(blocks[1].resource.text, "a,2\nb,4\n", "textual UTF-8: text");
-      const listed = JSON.parse(text.text).files;
-      assert.deepEqual(listed.map((f) => [f.path, f.size, f.base64]), [["out/copy.bin", 7, undefined], ["out/doubled.csv", 8, undefined]]);
-      assert.equal(answer.structuredContent.files[0].base64, blocks[0].resource.blob);
+      assert.deepEqual(Buffer.from(blocks[0].resource.blob, "base64"), binary);
+      assert.equal(blocks[1].resource.text, "a,2\nb,4\n");
+      assert.equal(inline.structuredContent.files[0].base64, undefined);
       const { tools } = await session.client.listTools();
       const run = tools.find((t) => t.name === "run");
       assert.ok(run.inputSchema.properties.files && run.inputSchema.properties.collect, "files and collect are fields");
+      assert.ok(run.inputSchema.properties.collect_mode, "collect_mode is a field");
     });
 
     it("keeps a runtime, reuses it and tears it down", async () => {

@@ -12,7 +12,9 @@
 //!
 //! Routing, on whichever worker a shared call lands:
 //! - a `runtime_id` names the worker that minted it (`rt_<worker>_<secret>`),
-//!   so runs and teardowns on a kept runtime go to that worker;
+//!   so runs and teardowns on a kept runtime go to that worker; a linked
+//!   file's uri names its worker the same way (`lk_<worker>_<secret>`), so
+//!   `read_file` goes to the worker that holds the file;
 //! - a namespace lives where its functions are registered: `register_function`
 //!   and `teardown {namespace}` go to the worker that holds the namespace
 //!   (found in `engine::functions::list`), a new namespace stays local;
@@ -27,13 +29,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::bus::names::{REGISTER_FUNCTION, RELEASE, RUN, TEARDOWN};
+use crate::bus::names::{READ_FILE, REGISTER_FUNCTION, RELEASE, RUN, TEARDOWN};
 use crate::bus::{CallError, Caller, FUNCTION_NOT_FOUND, Function, Handler};
 use crate::edge::iii::{Delivery, IiiLink};
 use crate::ops::Ops;
 
 /// The shared ids a front routes.
-pub(crate) const SHARED: [&str; 3] = [RUN, REGISTER_FUNCTION, TEARDOWN];
+pub(crate) const SHARED: [&str; 4] = [RUN, REGISTER_FUNCTION, TEARDOWN, READ_FILE];
 
 /// How long a peer list read from the engine stays fresh.
 const PEERS_FRESH: Duration = Duration::from_secs(2);
@@ -55,7 +57,9 @@ fn scoped_worker(id: &str) -> Option<&str> {
 /// The worker that minted `runtime_id` (`rt_<worker>_<secret>`, the secret
 /// being the last 32 characters), if it says: a standalone id has no worker.
 pub fn minted_by(runtime_id: &str) -> Option<&str> {
-    let body = runtime_id.strip_prefix("rt_")?;
+    let body = runtime_id
+        .strip_prefix("rt_")
+        .or_else(|| runtime_id.strip_prefix("lk_"))?;
     let split = body.len().checked_sub(crate::ids::SECRET_CHARS + 1)?;
     let (worker, rest) = (body.get(..split)?, body.get(split..)?);
     (rest.starts_with('_') && !worker.is_empty()).then_some(worker)
@@ -253,8 +257,13 @@ async fn route(
         link.trigger(&scoped_id(&worker, shared), payload, budget, Delivery::Call)
             .await
     };
+    let link_token = payload["uri"]
+        .as_str()
+        .and_then(|uri| crate::runtimes::links::parse(uri).ok())
+        .map(|(token, _)| token);
     let owner = payload["runtime_id"]
         .as_str()
+        .or(link_token)
         .and_then(minted_by)
         .map(str::to_string);
     if let Some(owner) = owner {
@@ -267,7 +276,10 @@ async fn route(
                 // The worker that held it is gone, and its runtimes with it.
                 true => code_runner_core::RunnerError::new(
                     code_runner_core::ErrorCode::Expired,
-                    format!("worker {owner}, which held this runtime, has left the engine; start a new runtime"),
+                    match shared {
+                        READ_FILE => format!("worker {owner}, which held this linked file, has left the engine; run the code again to make a new link"),
+                        _ => format!("worker {owner}, which held this runtime, has left the engine; start a new runtime"),
+                    },
                 )
                 .into(),
                 false => err,

@@ -1,22 +1,26 @@
 //! A tool's answer as MCP content blocks, beside its `structuredContent`.
 //!
-//! The first block is the answer's JSON as text, with the base64 of figures
-//! and collected files left out (the structured content carries them whole).
-//! Then each figure is an `image` block and each collected file a `resource`
-//! block: an embedded resource with the file's MIME type and the URI
-//! [`file_uri`] gives, whose `text` is the file when it is textual UTF-8,
-//! else whose `blob` is its base64. An omission marker (figures' or
-//! files') is a `text` block. Nothing here grows the answer past what the
-//! run's caps (`max_images`, `max_image_bytes`, `max_collect_files`,
-//! `max_collect_bytes`) let through: each byte appears once in the blocks.
+//! Every byte of a figure or a file appears once in the answer: in its
+//! content block. The first block is the answer's JSON as text, with the
+//! base64 of figures and files left out; then each figure is an `image`
+//! block, and each collected file a `resource_link` block when it was
+//! linked (`collect_mode: "link"`, the default over MCP: its `uri` is read
+//! with `resources/read`, and the text block carries its preview) or an
+//! embedded `resource` block when it came inline (`text` when it is
+//! textual UTF-8, else `blob`). An omission marker (figures' or files') is
+//! a `text` block. [`structured`] is the `structuredContent`: the answer
+//! with the same bytes left out, so a host that gives the model both does
+//! not give it each figure twice.
 
 use base64::Engine;
-use rmcp::model::{ContentBlock, ResourceContents};
+use code_runner_core::files::is_textual;
+use rmcp::model::{ContentBlock, Resource, ResourceContents};
 use serde_json::Value;
 
-/// The scheme of a collected file's URI: `code-runner://files/<path>`, the
-/// path relative to the runtime's root (`/work` for python, `iii.files`
-/// for JavaScript), each segment percent-encoded.
+/// The scheme of an inline collected file's URI: `code-runner://files/<path>`,
+/// the path relative to the runtime's root (`/work` for python,
+/// `iii.files` for JavaScript), each segment percent-encoded. (A linked
+/// file's uri carries its link's token: `code-runner://files/lk_…/<path>`.)
 pub const FILE_URI_PREFIX: &str = "code-runner://files/";
 
 /// The content blocks of a tool's answer `value`.
@@ -28,14 +32,9 @@ pub fn content_of(value: &Value) -> Vec<ContentBlock> {
             .filter(|items| !items.is_empty())
     };
     let (images, files) = (listed("images"), listed("files"));
-    let mut text = value.clone();
-    if let Some(object) = text.as_object_mut() {
-        if let Some(images) = images {
-            object.insert("images".into(), Value::from(images.len()));
-        }
-        if let Some(files) = files {
-            object.insert("files".into(), files.iter().map(without_base64).collect());
-        }
+    let mut text = structured(value.clone());
+    if let (Some(object), Some(images)) = (text.as_object_mut(), images) {
+        object.insert("images".into(), Value::from(images.len()));
     }
     let mut blocks = vec![ContentBlock::text(
         serde_json::to_string(&text).unwrap_or_default(),
@@ -49,19 +48,92 @@ pub fn content_of(value: &Value) -> Vec<ContentBlock> {
     }
     for file in files.into_iter().flatten() {
         let field = |name: &str| file.get(name).and_then(Value::as_str).unwrap_or_default();
-        blocks.push(match field("path") {
-            // The omission marker: its `base64` is plain text.
-            "" => ContentBlock::text(field("base64")),
-            path => ContentBlock::resource(resource(path, field("mime_type"), field("base64"))),
-        });
+        blocks.push(
+            match (field("path"), file.get("uri").and_then(Value::as_str)) {
+                // The omission marker: its `base64` is plain text.
+                ("", _) => ContentBlock::text(field("base64")),
+                (path, Some(uri)) => ContentBlock::resource_link(link(
+                    uri,
+                    path,
+                    field("mime_type"),
+                    file.get("size").and_then(Value::as_u64),
+                )),
+                // A figure the code showed and also saved and collected:
+                // its bytes are in the image block already.
+                (path, None) => match images.into_iter().flatten().position(|image| {
+                    image.get("data").and_then(Value::as_str) == Some(field("base64"))
+                }) {
+                    Some(index) => ContentBlock::text(format!(
+                        "{path}: the same bytes as figure {} above",
+                        index + 1
+                    )),
+                    None => ContentBlock::resource(resource(
+                        file_uri(path),
+                        field("mime_type"),
+                        field("base64"),
+                    )),
+                },
+            },
+        );
     }
     blocks
+}
+
+/// The content of `read_file`'s answer: the file as an embedded resource
+/// (text when textual UTF-8, else a blob) under the uri it was read by.
+pub fn read_file_content(value: &Value) -> Vec<ContentBlock> {
+    let field = |name: &str| value.get(name).and_then(Value::as_str).unwrap_or_default();
+    vec![ContentBlock::resource(resource(
+        field("uri").to_string(),
+        field("mime_type"),
+        field("base64"),
+    ))]
+}
+
+/// The answer as `structuredContent`: figures' `data` and files' `base64`
+/// left out (their content blocks carry them), markers kept (plain text).
+pub fn structured(mut value: Value) -> Value {
+    let strip = |list: Option<&mut Value>, field: &str, is_marker: &dyn Fn(&Value) -> bool| {
+        for item in list.and_then(Value::as_array_mut).into_iter().flatten() {
+            if !is_marker(item)
+                && let Some(object) = item.as_object_mut()
+            {
+                object.remove(field);
+            }
+        }
+    };
+    if let Some(object) = value.as_object_mut() {
+        strip(object.get_mut("images"), "data", &|image| {
+            image.get("mime_type").and_then(Value::as_str) == Some("text/plain")
+        });
+        strip(object.get_mut("files"), "base64", &|file| {
+            file.get("path").and_then(Value::as_str) == Some("")
+        });
+        // A read file's bytes (`read_file`'s answer).
+        if object.contains_key("uri") {
+            object.remove("base64");
+        }
+    }
+    value
+}
+
+/// A linked file as a `resource_link`: its uri, its path as name, its type
+/// and size (its preview is in the text block).
+fn link(uri: &str, path: &str, mime: &str, size: Option<u64>) -> Resource {
+    let mut link = Resource::new(uri, path);
+    link.mime_type = Some(mime.to_string());
+    link.size = size;
+    link.description = Some(format!(
+        "{mime}, {} bytes; read it with resources/read",
+        size.unwrap_or_default()
+    ));
+    link
 }
 
 /// A collected file as a resource: `text` when its type is textual
 /// ([`is_textual`]) and its bytes are UTF-8, so a model reads it as it is;
 /// else its base64 as `blob`.
-fn resource(path: &str, mime: &str, base64: &str) -> ResourceContents {
+fn resource(uri: String, mime: &str, base64: &str) -> ResourceContents {
     let text = is_textual(mime)
         .then(|| {
             base64::engine::general_purpose::STANDARD
@@ -71,32 +143,10 @@ fn resource(path: &str, mime: &str, base64: &str) -> ResourceContents {
         .flatten()
         .and_then(|bytes| String::from_utf8(bytes).ok());
     match text {
-        Some(text) => ResourceContents::text(text, file_uri(path)),
-        None => ResourceContents::blob(base64, file_uri(path)),
+        Some(text) => ResourceContents::text(text, uri),
+        None => ResourceContents::blob(base64, uri),
     }
     .with_mime_type(mime)
-}
-
-/// `text/*`, JSON, XML and SVG: the types whose bytes are text to read.
-fn is_textual(mime: &str) -> bool {
-    mime.starts_with("text/")
-        || matches!(
-            mime,
-            "application/json" | "application/xml" | "image/svg+xml"
-        )
-}
-
-/// A collected file in the text block: its `base64` left out, except a
-/// marker's (plain text, and short).
-fn without_base64(file: &Value) -> Value {
-    let mut file = file.clone();
-    let marker = file.get("path").and_then(Value::as_str) == Some("");
-    if let Some(object) = file.as_object_mut()
-        && !marker
-    {
-        object.remove("base64");
-    }
-    file
 }
 
 /// The URI of a collected file at `path` (relative, `/`-separated).
@@ -157,5 +207,37 @@ mod tests {
             json!({"type": "text", "text": "[1 file omitted]"})
         );
         assert_eq!(blocks.as_array().unwrap().len(), 5);
+    }
+
+    /// A linked file is a `resource_link` (uri, path, type, size); its
+    /// preview stays in the text block; a figure's bytes are in its image
+    /// block only, neither in the text nor in the structured content.
+    #[test]
+    fn links_are_resource_links_and_bytes_appear_once() {
+        let uri = "code-runner://files/lk_x/out/r.csv";
+        let answer = json!({"exit_code": 0,
+            "images": [{"mime_type": "image/png", "data": "iVBORw0KGgo="},
+                       {"mime_type": "text/plain", "data": "<1 more image omitted>"}],
+            "files": [{"path": "out/r.csv", "mime_type": "text/csv", "size": 3, "uri": uri, "preview": "a,b"}]});
+        let blocks = serde_json::to_value(content_of(&answer)).unwrap();
+        let text = blocks[0]["text"].as_str().unwrap();
+        assert!(!text.contains("iVBORw0KGgo"), "{text}");
+        assert!(text.contains("\"preview\":\"a,b\""), "{text}");
+        assert_eq!(blocks[1]["type"], "image");
+        assert_eq!(
+            blocks[2],
+            json!({"type": "text", "text": "<1 more image omitted>"})
+        );
+        assert_eq!(blocks[3]["type"], "resource_link");
+        assert_eq!(blocks[3]["uri"], uri);
+        assert_eq!(blocks[3]["name"], "out/r.csv");
+        assert_eq!(blocks[3]["mimeType"], "text/csv");
+        assert_eq!(blocks[3]["size"], 3);
+        let structured = structured(answer);
+        assert_eq!(structured["images"][0], json!({"mime_type": "image/png"}));
+        assert_eq!(structured["images"][1]["data"], "<1 more image omitted>");
+        assert_eq!(structured["files"][0]["uri"], uri);
+        let all = serde_json::to_string(&blocks).unwrap() + &structured.to_string();
+        assert_eq!(all.matches("iVBORw0KGgo").count(), 1, "{all}");
     }
 }

@@ -22,6 +22,7 @@ mod gate;
 mod http;
 mod modern;
 mod output;
+mod resources;
 mod stdio;
 pub mod tools;
 
@@ -35,7 +36,8 @@ use code_runner_core::AbortSignal;
 use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig,
 };
 #[allow(
     deprecated,
@@ -46,7 +48,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
-use crate::bus::names::{RESUME, RUN};
+use crate::bus::names::{READ_FILE, RESUME, RUN};
 use crate::edge::api::Api;
 
 /// One MCP session's server over the worker's facade.
@@ -94,6 +96,7 @@ impl<A: Api> ServerHandler for McpServer<A> {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_logging()
+            .enable_resources()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
@@ -142,6 +145,14 @@ impl<A: Api> ServerHandler for McpServer<A> {
         follow::listen(&self.api, client, context)
             .await
             .map_err(|why| McpError::invalid_request(why, None))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        resources::read(&self.api, &request).await.map(Into::into)
     }
 
     async fn list_tools(
@@ -193,10 +204,18 @@ impl<A: Api> ServerHandler for McpServer<A> {
         }
         let (id, payload) = match retry {
             Some(modern::Retry::Resume(resume)) => (RESUME.to_string(), resume),
-            _ => (
-                id,
-                Value::Object(request.arguments.clone().unwrap_or_default()),
-            ),
+            _ => {
+                let mut arguments = request.arguments.clone().unwrap_or_default();
+                // Over MCP a run's files come back by reference unless it
+                // asks otherwise: a host reads them with resources/read,
+                // and the model's context gets a preview, not the bytes.
+                if id == RUN {
+                    arguments
+                        .entry("collect_mode")
+                        .or_insert_with(|| Value::from("link"));
+                }
+                (id, Value::Object(arguments))
+            }
         };
         let cancel = AbortSignal::new();
         let outlet = match context.meta.get_progress_token() {
@@ -271,16 +290,19 @@ impl<A: Api> ServerHandler for McpServer<A> {
         }
         Ok(match answer {
             Ok(value) => {
-                let mut blocks = content::content_of(&value);
+                let mut blocks = match id.as_str() {
+                    READ_FILE => content::read_file_content(&value),
+                    _ => content::content_of(&value),
+                };
                 if let Some(note) = pointer
                     .as_deref()
-                    .and_then(|ids| modern::guest_pointer(ids))
+                    .and_then(modern::guest_pointer)
                 {
                     blocks.push(ContentBlock::text(note));
                 }
                 let mut result = CallToolResult::success(blocks);
                 if value.is_object() {
-                    result.structured_content = Some(value);
+                    result.structured_content = Some(content::structured(value));
                 }
                 result
             }

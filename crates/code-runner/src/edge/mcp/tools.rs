@@ -1,7 +1,8 @@
 //! Which bus functions are MCP tools, under which names.
 //!
-//! The five operations are `run`, `teardown`, `register_function`,
-//! `describe` and `resume`, each with a title and MCP's annotations. A
+//! The six operations are `run`, `teardown`, `register_function`,
+//! `describe`, `resume` and `read_file`, each with a title and MCP's
+//! annotations. A
 //! published function (`register_function`, node's `iii.registerFunction`)
 //! is a tool while it lives, named by its id with every `::` written `.`:
 //! `my-app::greet` is `my-app.greet`. Id segments hold only letters,
@@ -25,7 +26,7 @@ use serde_json::{Value, json};
 
 use super::clean::{GUEST_MARK, MAX_GUEST_DESCRIPTION_CHARS, clean, clean_value};
 use crate::bus::Listing;
-use crate::bus::names::{DESCRIBE, REGISTER_FUNCTION, RESUME, RUN, TEARDOWN};
+use crate::bus::names::{DESCRIBE, READ_FILE, REGISTER_FUNCTION, RESUME, RUN, TEARDOWN};
 use crate::bus::naming::FunctionId;
 use crate::ids::RuntimeKey;
 
@@ -50,12 +51,13 @@ impl Viewer<'_> {
 pub const MAX_TOOL_NAME: usize = 128;
 
 /// The operations, by tool name.
-const OPERATIONS: [(&str, &str); 5] = [
+const OPERATIONS: [(&str, &str); 6] = [
     ("run", RUN),
     ("teardown", TEARDOWN),
     ("register_function", REGISTER_FUNCTION),
     ("describe", DESCRIBE),
     ("resume", RESUME),
+    ("read_file", READ_FILE),
 ];
 
 /// The bus function a tool name calls, if it names one.
@@ -81,6 +83,9 @@ pub fn tools(listing: &Listing, config: &Config, data_stack: bool, viewer: Viewe
     for (name, id) in OPERATIONS {
         if let Some(info) = listing.functions.iter().find(|f| f.function_id == id) {
             let mut tool = tool(name, info);
+            if id == RUN || id == RESUME || id == READ_FILE {
+                tool.output_schema = tool.output_schema.map(|s| Arc::new(bytes_in_blocks(&s)));
+            }
             tool.description = Some(operation_text(name, config, data_stack).into());
             let (title, annotations) = operation_annotations(name);
             tool.title = Some(title.to_string());
@@ -153,6 +158,7 @@ fn operation_annotations(name: &str) -> (&'static str, ToolAnnotations) {
         "teardown" => ("Destroy a runtime or namespace", false, true, true, false),
         "register_function" => ("Publish a function", false, false, true, false),
         "describe" => ("Declare what code may call", true, false, true, false),
+        "read_file" => ("Read a linked file", true, false, true, false),
         _ => ("Resume a suspended run", false, false, false, true),
     };
     let annotations = ToolAnnotations::with_title(title)
@@ -161,6 +167,27 @@ fn operation_annotations(name: &str) -> (&'static str, ToolAnnotations) {
         .idempotent(idempotent)
         .open_world(open_world);
     (title, annotations)
+}
+
+/// An output schema as MCP answers it: a figure's `data` and a read
+/// file's `base64` are in their content blocks, not in the structured
+/// content ([`super::content::structured`]), so they are not required there.
+fn bytes_in_blocks(schema: &JsonObject) -> JsonObject {
+    let mut schema = schema.clone();
+    if let Some(required) = schema.get_mut("required").and_then(Value::as_array_mut) {
+        required.retain(|field| field != "base64");
+    }
+    for defs in ["definitions", "$defs"] {
+        if let Some(required) = schema
+            .get_mut(defs)
+            .and_then(|defs| defs.get_mut("Image"))
+            .and_then(|image| image.get_mut("required"))
+            .and_then(Value::as_array_mut)
+        {
+            required.retain(|field| field != "data");
+        }
+    }
+    schema
 }
 
 fn is_internal(info: &FunctionInfo) -> bool {
@@ -282,7 +309,9 @@ fn operation_text(name: &str, config: &Config, data_stack: bool) -> String {
              keep: true keeps the runtime (variables, files in /work or iii.files) and returns a \
              runtime_id to pass to later runs; tear it down when done. files: [{{path, text}} or \
              {{path, base64}}] are written under that root before the code runs; collect: globs \
-             (\"out/*.csv\") return the files they match, each also as a resource block.",
+             (\"out/*.csv\") return the files they match, each as a resource_link with its size, type \
+             and first lines (read it whole with read_file or resources/read); collect_mode \"inline\" \
+             puts the whole files in the answer instead. Figures come back as images.",
             crate::ops::guidance::sandbox_sentence(config, data_stack),
             cap(config.max_stream_bytes),
             cap(config.max_result_bytes),
@@ -299,6 +328,10 @@ fn operation_text(name: &str, config: &Config, data_stack: bool) -> String {
              waits for a person's approval. Ask the person, then pass the run's runtime_id and \
              suspended.call_id with approve true (the call proceeds) or false (the code's call fails \
              with reason). Answers as run does."
+            .to_string(),
+        "read_file" => "Read a file a run linked: pass the uri of its resource_link \
+             (code-runner://files/lk_…/path). Answers the file whole, text as text. A link lives while \
+             its kept runtime does, or for the idle TTL since it was last read."
             .to_string(),
         "teardown" => "Destroy a kept runtime (runtime_id) or every runtime behind a \
              register_function namespace (namespace), and unregister their functions."

@@ -145,13 +145,25 @@ async fn python_quota_refuses_files_before_code_runs() {
     assert_eq!(body["result"], json!([false, false]), "{body}");
 }
 
-/// The first file past `max_collect_files` or `max_collect_bytes` ends the
-/// list with the omission marker, naming the cap and what was left out.
+/// Past `max_collect_files` the list ends with the omission marker, naming
+/// the cap and what was left out; a file past `max_collect_bytes` is
+/// skipped, named in the marker, and the smaller files after it still come.
 #[tokio::test(flavor = "multi_thread")]
-async fn collect_caps_end_the_list_with_a_marker() {
-    for (config, kept, cap) in [
-        ("max_collect_files: 2\n", 2, "max_collect_files"),
-        ("max_collect_bytes: 100\n", 2, "max_collect_bytes"),
+async fn collect_caps_skip_or_end_and_the_marker_says_what() {
+    for (config, kept, said) in [
+        (
+            "max_collect_files: 2\n",
+            2,
+            &["max_collect_files", "2 more files (60 bytes)"][..],
+        ),
+        (
+            "max_collect_bytes: 100\n",
+            2,
+            &[
+                "max_collect_bytes",
+                "o/2.txt (30 bytes), o/3.txt (30 bytes) skipped",
+            ][..],
+        ),
     ] {
         let server = Server::with_config(config).await;
         for lang in LANGS {
@@ -171,9 +183,37 @@ async fn collect_caps_end_the_list_with_a_marker() {
             assert_eq!(marker["mime_type"], "text/plain");
             assert_eq!(marker["size"], 0);
             let text = marker["base64"].as_str().unwrap();
-            assert!(text.contains("2 more files (60 bytes)"), "{text}");
-            assert!(text.contains(cap), "{text}");
+            for part in said {
+                assert!(text.contains(part), "{text}");
+            }
         }
+    }
+    // One large file first does not hide the small ones after it.
+    let server = Server::with_config("max_collect_bytes: 200\n").await;
+    for lang in LANGS {
+        let code = format!(
+            "{}{}{}",
+            write_text(lang, "o/a-big.txt", &"b".repeat(400)),
+            write_text(lang, "o/b.txt", "small"),
+            write_text(lang, "o/c.txt", "small"),
+        );
+        let body = server
+            .run_in_with(lang, &code, json!({"collect": ["o/*.txt"]}))
+            .await
+            .ok()
+            .clone();
+        let paths: Vec<&str> = body["files"]
+            .as_array()
+            .expect("files")
+            .iter()
+            .map(|file| file["path"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(paths, ["o/b.txt", "o/c.txt", ""], "{lang}: {body}");
+        let marker = body["files"][2]["base64"].as_str().unwrap_or_default();
+        assert!(
+            marker.contains("o/a-big.txt (400 bytes) skipped"),
+            "{marker}"
+        );
     }
 }
 

@@ -9,6 +9,7 @@ use crate::helpers::lang::{LANGS, pick};
 use crate::helpers::{RUN, Server};
 
 mod limits;
+mod links;
 
 pub(crate) fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)

@@ -25,12 +25,12 @@ pub(crate) struct Maker {
 }
 
 impl Maker {
-    /// Takes the lock of `entry` in the cache directory.
+    /// Takes the lock of `entry` in the cache directory `cache`.
     ///
     /// # Errors
     /// [`PythonError::Unavailable`] when the lock file cannot be made.
-    pub(crate) fn take(entry: &str, what: &str) -> Result<Maker, PythonError> {
-        let path = lock_path(&crate::module::cache_dir(), entry);
+    pub(crate) fn take(cache: &Path, entry: &str, what: &str) -> Result<Maker, PythonError> {
+        let path = lock_path(cache, entry);
         let unavailable = |err: std::io::Error| {
             PythonError::Unavailable(format!("cannot lock {}: {err}", path.display()))
         };

@@ -191,7 +191,7 @@ pub fn load(engine: &Engine, snapshot: &Snapshot) -> Result<Component, PythonErr
         hasher.finish()
     );
     let cached = cache_dir().join(&key);
-    let _maker = crate::makers::Maker::take(&key, "the compiled python snapshot")?;
+    let _maker = crate::makers::Maker::take(&cache_dir(), &key, "the compiled python snapshot")?;
     if cached.exists() {
         // SAFETY: the file was written by `Component::serialize` of an engine
         // with this compatibility hash, into our own cache directory; it is

@@ -309,8 +309,8 @@ impl crate::edge::api::Api for Worker {
         Worker::config(self)
     }
 
-    fn python_has_data_stack(&self) -> bool {
-        self.inner.ops.engines.python_has_data_stack()
+    fn python_offer(&self) -> crate::runtimes::engines::PythonOffer {
+        self.inner.ops.engines.python_offer()
     }
 
     fn changes(&self) -> tokio::sync::watch::Receiver<u64> {

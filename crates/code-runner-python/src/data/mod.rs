@@ -67,6 +67,7 @@ pub(crate) fn load(
     // Held until the image is compiled and cached: another process making
     // the same one finishes first, and this one loads what it cached.
     let _maker = crate::makers::Maker::take(
+        &crate::module::cache_dir(),
         &format!("python-data-image-{}", paths.key),
         "the python data image",
     )?;

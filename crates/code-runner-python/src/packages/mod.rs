@@ -25,6 +25,9 @@ use sha2::{Digest, Sha256};
 use crate::PythonError;
 use crate::module::{cache_dir, hex, sha256_file};
 
+mod shadow;
+pub use shadow::{shadowed, shadowed_requirements};
+
 /// The installer, run by the host's python3 (never by a guest).
 const INSTALLER: &str = include_str!("install.py");
 /// The python version pip resolves for: the lean interpreter's (the data
@@ -124,8 +127,11 @@ pub fn install(requirements: &[String]) -> Result<Option<PythonPackages>, Python
     let dir = packages_dir(requirements);
     // Another process installing the same list finishes first; then its
     // install is reused.
-    let _maker =
-        crate::makers::Maker::take(&lock_entry(requirements), "this python_packages install")?;
+    let _maker = crate::makers::Maker::take(
+        &crate::module::cache_dir(),
+        &lock_entry(requirements),
+        "this python_packages install",
+    )?;
     if dir.join("installed.json").is_file() {
         tracing::info!("python_packages: reusing {}", dir.display());
         return read_installed(&dir).map(Some);

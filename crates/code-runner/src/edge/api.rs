@@ -48,8 +48,9 @@ pub trait Api: Clone + Send + Sync + 'static {
     /// The configuration in force (caps and timeouts for tool descriptions).
     fn config(&self) -> Config;
 
-    /// Whether python runs the data stack, for what tool descriptions promise.
-    fn python_has_data_stack(&self) -> bool;
+    /// What python offers (the data stack, shadowed packages), for what
+    /// tool descriptions promise.
+    fn python_offer(&self) -> crate::runtimes::engines::PythonOffer;
 
     /// Wakes on every change of the bus's listing (not on a function
     /// registered again as it was).

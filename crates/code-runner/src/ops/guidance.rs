@@ -20,7 +20,7 @@ use crate::bus::Function;
 use crate::bus::names::INJECT_GUIDANCE;
 use crate::ops::egress::EgressState;
 use crate::ops::{Ops, handler};
-use crate::runtimes::engines::Engines;
+use crate::runtimes::engines::{Engines, PythonOffer};
 use crate::settings::Settings;
 
 /// The guidance, with `{key}` placeholders for configuration values.
@@ -80,8 +80,7 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
             schema_of::<PreGenerateEvent>(),
             schema_of::<PreGenerateResponse>(),
             handler(ops, |(settings, engines): (Arc<Settings>, Arc<Engines>), payload| async move {
-                let data_stack = engines.python_has_data_stack();
-                Ok(hook(&settings.in_force(), data_stack, payload))
+                Ok(hook(&settings.in_force(), &engines.python_offer(), payload))
             }),
         )
         .internal(),
@@ -89,14 +88,14 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
 }
 
 /// The hook's answer to `payload` under `config`.
-fn hook(config: &Config, data_stack: bool, payload: Value) -> Value {
+fn hook(config: &Config, python: &PythonOffer, payload: Value) -> Value {
     let no_op = PreGenerateMutations::default();
     let mutations = if !config.inject_guidance {
         no_op
     } else {
         match serde_json::from_value::<PreGenerateEvent>(payload) {
             Ok(event) => PreGenerateMutations {
-                system_prompt: inject(&event.generate.system_prompt, &render(config, data_stack)),
+                system_prompt: inject(&event.generate.system_prompt, &render(config, python)),
             },
             Err(err) => {
                 tracing::warn!("{INJECT_GUIDANCE}: unreadable payload ({err}); prompt left as is");
@@ -130,11 +129,15 @@ fn network(config: &Config) -> String {
 
 /// The operator's `python_packages` as the texts name them (at most ten,
 /// then a count), or `None` when there are none.
-fn operator_packages(config: &Config) -> Option<String> {
+fn operator_packages(config: &Config, python: &PythonOffer) -> Option<String> {
     let packages = &config.python_packages;
     if packages.is_empty() {
         return None;
     }
+    let shadowed = match python.shadowed.as_slice() {
+        [] => String::new(),
+        notes => format!(" (but {})", notes.join("; ")),
+    };
     let mut named = packages
         .iter()
         .take(10)
@@ -144,16 +147,17 @@ fn operator_packages(config: &Config) -> Option<String> {
     if packages.len() > 10 {
         named.push_str(&format!(" and {} more", packages.len() - 10));
     }
+    named.push_str(&shadowed);
     Some(named)
 }
 
 /// What the sandbox offers and refuses, as the tool and function texts say
 /// it: the network `egress_allow` opens, the data stack when python runs it,
 /// and the operator's `python_packages`.
-pub fn sandbox_sentence(config: &Config, data_stack: bool) -> String {
+pub fn sandbox_sentence(config: &Config, python: &PythonOffer) -> String {
     let network = network(config);
-    let extra = operator_packages(config);
-    match (data_stack, extra) {
+    let extra = operator_packages(config, python);
+    match (python.data_stack, extra) {
         (true, extra) => format!(
             "{network}, no host files, nothing to install; python has numpy, pandas, scipy, \
              scikit-learn, statsmodels and matplotlib (plt.show() returns the figure in `images`){}",
@@ -172,10 +176,11 @@ pub fn sandbox_sentence(config: &Config, data_stack: bool) -> String {
 }
 
 /// The guidance's last line: the network, and what can and cannot be imported.
-fn packages_line(config: &Config, data_stack: bool) -> String {
+fn packages_line(config: &Config, python: &PythonOffer) -> String {
+    let data_stack = python.data_stack;
     let network = network(config);
     let network = network[..1].to_uppercase() + &network[1..];
-    if let Some(named) = operator_packages(config) {
+    if let Some(named) = operator_packages(config, python) {
         let stack = match data_stack {
             true => {
                 "numpy, pandas, scipy, scikit-learn, statsmodels and matplotlib (`plt.show()` returns each figure in the answer's `images`), and "
@@ -199,7 +204,7 @@ fn packages_line(config: &Config, data_stack: bool) -> String {
 
 /// The guidance block with the configuration's numbers filled in, for a
 /// worker whose python runs the data stack or not.
-pub fn render(config: &Config, data_stack: bool) -> String {
+pub fn render(config: &Config, python: &PythonOffer) -> String {
     let cap = |bytes: u64| match bytes {
         0 => "its cap (none is set now)".to_string(),
         bytes => format!("{bytes} bytes"),
@@ -212,7 +217,7 @@ pub fn render(config: &Config, data_stack: bool) -> String {
             &config.default_timeout_ms.to_string(),
         )
         .replace("{max_timeout_ms}", &config.max_timeout_ms.to_string())
-        .replace("{packages}", &packages_line(config, data_stack))
+        .replace("{packages}", &packages_line(config, python))
         .trim_end()
         .to_string()
 }
@@ -243,12 +248,19 @@ fn inject(prompt: &str, block: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn offer(data_stack: bool) -> PythonOffer {
+        PythonOffer {
+            data_stack,
+            shadowed: Vec::new(),
+        }
+    }
     use serde_json::json;
 
     fn prompt_after(config: &Config, prompt: &str) -> Value {
         hook(
             config,
-            false,
+            &offer(false),
             json!({"generate": {"system_prompt": prompt}}),
         )
     }
@@ -257,19 +269,19 @@ mod tests {
     /// only where it runs.
     #[test]
     fn the_packages_line_follows_the_interpreter() {
-        let lean = render(&Config::default(), false);
+        let lean = render(&Config::default(), &offer(false));
         assert!(lean.contains("No network and no packages"), "{lean}");
         assert!(
             !lean.contains("pandas") && !lean.contains("{packages}"),
             "{lean}"
         );
-        let data = render(&Config::default(), true);
+        let data = render(&Config::default(), &offer(true));
         assert!(data.contains("numpy, pandas"), "{data}");
         let open = Config {
             egress_allow: vec!["api.example.com".into(), "*.svc.example:8443".into()],
             ..Config::default()
         };
-        let line = render(&open, false);
+        let line = render(&open, &offer(false));
         assert!(
             line.contains("Network only as HTTP(S) through the host")
                 && line.contains("api.example.com, *.svc.example:8443"),
@@ -281,15 +293,42 @@ mod tests {
             ..Config::default()
         };
         for data_stack in [false, true] {
-            let line = render(&packages, data_stack);
+            let line = render(&packages, &offer(data_stack));
             assert!(
                 line.contains("tabulate==0.9.0, beautifulsoup4>=4.12"),
                 "{line}"
             );
-            let sentence = sandbox_sentence(&packages, data_stack);
+            let sentence = sandbox_sentence(&packages, &offer(data_stack));
             assert!(
                 sentence.contains("tabulate==0.9.0, beautifulsoup4>=4.12"),
                 "{sentence}"
+            );
+        }
+    }
+
+    /// A listed package the interpreter shadows is named with what an
+    /// import really gives, in the guidance and in the tools' sentence.
+    #[test]
+    fn a_shadowed_package_is_said() {
+        let packages = Config {
+            python_packages: vec!["tabulate==0.9.0".into()],
+            ..Config::default()
+        };
+        let python = PythonOffer {
+            data_stack: true,
+            shadowed: vec![
+                "tabulate==0.9.0: the data stack's tabulate 0.10.0 is what an import gives".into(),
+            ],
+        };
+        for text in [
+            render(&packages, &python),
+            sandbox_sentence(&packages, &python),
+        ] {
+            assert!(
+                text.contains(
+                    "tabulate==0.9.0 (but tabulate==0.9.0: the data stack's tabulate 0.10.0"
+                ),
+                "{text}"
             );
         }
     }
@@ -355,13 +394,20 @@ mod tests {
         assert_eq!(prompt_after(&off, "base"), json!({"mutations": {}}));
         let on = Config::default();
         assert_eq!(
-            hook(&on, false, json!({"generate": {"system_prompt": 5}})),
+            hook(
+                &on,
+                &offer(false),
+                json!({"generate": {"system_prompt": 5}})
+            ),
             json!({"mutations": {}})
         );
-        assert_eq!(hook(&on, false, json!("junk")), json!({"mutations": {}}));
+        assert_eq!(
+            hook(&on, &offer(false), json!("junk")),
+            json!({"mutations": {}})
+        );
         let empty = hook(
             &on,
-            false,
+            &offer(false),
             json!({"_caller_worker_id": "w", "point": "pre_generate"}),
         );
         assert!(

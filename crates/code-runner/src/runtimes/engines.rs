@@ -2,7 +2,7 @@
 //! pool, and the per-runtime options the configuration gives them.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use code_runner_core::{
@@ -48,6 +48,10 @@ pub struct Engines {
     /// The operator's packages python imports from `/packages`, as
     /// `name==version`, once installed.
     python_packages: OnceLock<Vec<String>>,
+    /// Those the interpreter shadows, each with what an import really
+    /// gives: from the list alone at start, from the install once made
+    /// (see `code_runner_python::shadowed_packages`).
+    python_shadowed: Mutex<Vec<String>>,
     /// Python's load when it waits for a first use (a one-call process
     /// whose call is not python's makes no image).
     python_on_use: Mutex<Option<PythonLoad>>,
@@ -59,6 +63,17 @@ pub struct Engines {
     isolation: Isolation,
     runtimes_dir: PathBuf,
     scratch_root: Option<PathBuf>,
+}
+
+/// What python offers beyond the standard library, for the texts a model
+/// reads (tool descriptions, guidance).
+#[derive(Debug, Clone, Default)]
+pub struct PythonOffer {
+    /// Whether python runs the data stack.
+    pub data_stack: bool,
+    /// The operator's packages the interpreter shadows, each saying what an
+    /// import really gives.
+    pub shadowed: Vec<String>,
 }
 
 /// What loading python in this process needs.
@@ -121,6 +136,13 @@ impl Engines {
             typescript_pool: OnceLock::new(),
             sandbox: OnceLock::new(),
             python_packages: OnceLock::new(),
+            python_shadowed: Mutex::new(match python_data && !config.python_packages.is_empty() {
+                true => code_runner_python::shadowed_requirements(
+                    &config.python_packages,
+                    &code_runner_python::default_data_dir(),
+                ),
+                false => Vec::new(),
+            }),
             python_on_use: Mutex::new(None),
             wait: if eager { ENGINE_WAIT } else { ONE_CALL_WAIT },
             isolation: crate::runtimes::isolation::isolation(config),
@@ -248,10 +270,30 @@ impl Engines {
             Ok(packages) => {
                 let names = packages.as_ref().map(|p| p.installed.clone());
                 let _ = self.python_packages.set(names.unwrap_or_default());
+                if let Some(packages) = packages {
+                    let shadowed = self.shadowed(packages);
+                    for note in &shadowed {
+                        tracing::warn!("python_packages: {note}");
+                    }
+                    *self
+                        .python_shadowed
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = shadowed;
+                }
             }
             Err(why) => tracing::error!("python is unavailable: {why}"),
         }
         installed
+    }
+
+    /// The installed `packages` the interpreter python will run shadows.
+    fn shadowed(&self, packages: &code_runner_python::PythonPackages) -> Vec<String> {
+        let data_dir = self.python_data.then(code_runner_python::default_data_dir);
+        let library = match &data_dir {
+            Some(dir) => dir.join("lib").join("python315.zip"),
+            None => code_runner_python::default_snapshot_dir().join("lib"),
+        };
+        code_runner_python::shadowed_packages(packages, data_dir.as_deref(), Some(&library))
     }
 
     /// Starts loading python in this process, in the background: its
@@ -455,6 +497,22 @@ impl Engines {
         }
     }
 
+    /// The shadowed-package notes known now.
+    fn shadowed_notes(&self) -> Vec<String> {
+        self.python_shadowed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// What python offers, as the texts a model reads say it.
+    pub fn python_offer(&self) -> PythonOffer {
+        PythonOffer {
+            data_stack: self.python_has_data_stack(),
+            shadowed: self.shadowed_notes(),
+        }
+    }
+
     /// Whether python runs the data stack (numpy, pandas, matplotlib, …):
     /// the loaded interpreter's, or before it loaded, what it will be.
     pub fn python_has_data_stack(&self) -> bool {
@@ -485,6 +543,7 @@ impl Engines {
             "python": status(Lang::Python),
             "python_interpreter": self.python_interpreter.get(),
             "python_packages": self.python_packages.get().cloned().unwrap_or_default(),
+            "python_packages_shadowed": self.shadowed_notes(),
             "node": status(Lang::Node),
             "isolation": isolation,
         })

@@ -17,8 +17,8 @@ use crate::helpers::lang::PYTHON_INTERPRETERS;
 use crate::helpers::{ServeProcess, binary, output_within};
 
 /// The list every data-interpreter test here configures (one image for all).
-const PACKAGES: &str =
-    "python_packages: [\"roman==4.2\", \"humanize==4.9.0\", \"text-unidecode==1.3\"]\n";
+/// (`tabulate==0.9.0` is one the data stack ships as 0.10.0: shadowed there.)
+const PACKAGES: &str = "python_packages: [\"roman==4.2\", \"humanize==4.9.0\", \"text-unidecode==1.3\", \"tabulate==0.9.0\"]\n";
 /// What a start that installs nothing new may take.
 const START_LIMIT: Duration = Duration::from_secs(300);
 
@@ -34,10 +34,16 @@ async fn a_pure_python_package_imports_in_one_shot_and_kept_runtimes_of_both_int
         let engines = &health.ok()["engines"];
         assert_eq!(
             engines["python_packages"],
-            json!(["humanize==4.9.0", "roman==4.2", "text-unidecode==1.3"]),
+            json!([
+                "humanize==4.9.0",
+                "roman==4.2",
+                "tabulate==0.9.0",
+                "text-unidecode==1.3"
+            ]),
             "{interpreter}: {}",
             health.body
         );
+        shadowing_is_said(&server, interpreter, engines).await;
         let answer = server.run(USE_ROMAN).await;
         assert_eq!(
             answer.ok()["result"],
@@ -79,6 +85,42 @@ async fn a_pure_python_package_imports_in_one_shot_and_kept_runtimes_of_both_int
             answer.body
         );
         server.teardown(&id).await.ok();
+    }
+}
+
+/// A listed package the data stack ships in another version is shadowed
+/// (the stack wins over `/packages`), and that is said, not silent: in
+/// `/healthz`, in the run function's description; the lean interpreter,
+/// which has no tabulate, imports the pinned one.
+async fn shadowing_is_said(server: &Server, interpreter: &str, engines: &serde_json::Value) {
+    let data = interpreter.contains("data");
+    let answer = server
+        .run("import tabulate\nresult = tabulate.__version__")
+        .await;
+    let (version, notes) = match data {
+        true => ("0.10.0", 1),
+        false => ("0.9.0", 0),
+    };
+    assert_eq!(
+        answer.ok()["result"],
+        version,
+        "{interpreter}: {}",
+        answer.body
+    );
+    let shadowed = engines["python_packages_shadowed"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(shadowed.len(), notes, "{interpreter}: {engines}");
+    let functions = server.get("/v1/functions").await;
+    let text = functions.body.to_string();
+    let said = "tabulate==0.9.0: the data stack's tabulate 0.10.0 is what an import gives";
+    assert_eq!(text.contains(said), data, "{interpreter}: {text}");
+    if data {
+        assert!(
+            shadowed[0].as_str().unwrap_or_default().starts_with(said),
+            "{shadowed:?}"
+        );
     }
 }
 

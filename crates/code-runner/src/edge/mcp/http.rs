@@ -28,7 +28,12 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 
 use super::McpServer;
 use crate::edge::api::Api;
-use crate::edge::http::MAX_BODY_BYTES;
+use crate::edge::http::{ClientAddr, MAX_BODY_BYTES};
+
+/// The client address the HTTP API saw for the request `parts` belong to.
+pub(super) fn client_of(parts: &axum::http::request::Parts) -> Option<IpAddr> {
+    parts.extensions.get::<ClientAddr>().map(|addr| addr.0)
+}
 
 /// Live MCP sessions at once over HTTP.
 pub const MAX_SESSIONS: usize = 64;

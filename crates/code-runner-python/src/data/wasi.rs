@@ -29,6 +29,9 @@ pub mod errno {
     pub const DQUOT: i32 = 19;
     pub const FAULT: i32 = 21;
     pub const INVAL: i32 = 28;
+    pub const ISDIR: i32 = 31;
+    pub const NOTDIR: i32 = 54;
+    pub const NOTEMPTY: i32 = 55;
     pub const MFILE: i32 = 33;
     pub const NOTSUP: i32 = 58;
     /// `EACCES`, `EPERM`, `EROFS`, `ENOTCAPABLE`, `EDQUOT`, `EMFILE`: the sandbox said no.

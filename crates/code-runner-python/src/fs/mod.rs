@@ -38,6 +38,49 @@ use crate::work_quota::{WORK_MAX_BYTES, WorkQuota};
 /// bounds the host's copy of it.
 pub const MAX_FILE_CALL: usize = WORK_MAX_BYTES as usize;
 
+/// The length of `path` without its trailing slashes, when it has some and
+/// something is left (`d/` → `d`; `/` stays). Linux resolves a trailing
+/// slash as "this must be a directory, symlinks followed": `rmdir("d/")`
+/// removes `d`, `lstat("f/")` of a file is `ENOTDIR`, `unlink("x/")` never
+/// removes anything. wasmtime-wasi refuses the first (`EINVAL`) and ignores
+/// the slash in the others, so the guards apply the rule themselves.
+pub(crate) fn trailing_slash(path: &[u8]) -> Option<usize> {
+    let kept = path.iter().rposition(|&b| b != b'/')? + 1;
+    (kept < path.len()).then_some(kept)
+}
+
+/// Whether `path`'s last component must be a directory, symlinks followed,
+/// as Linux resolves it: a trailing slash (`x/`) or a final `.` (`x/.`).
+/// `stat` of such a path that is not a directory is `ENOTDIR`.
+pub(crate) fn resolves_as_directory(path: &[u8]) -> bool {
+    trailing_slash(path).is_some() || path.ends_with(b"/.")
+}
+
+/// When `unlink(path)` removes nothing on Linux, what to stat to answer
+/// it: `(length of path to stat, follow symlinks)`; the answer is then
+/// `EISDIR` for a directory, `ENOTDIR` for anything else, the stat's error
+/// when nothing is there. A last component `.` or `..` (`x/.`, `x/./`) is
+/// always a directory's (followed); a name with a trailing slash (`x/`) is
+/// looked at itself (a symlink is `ENOTDIR`). `None`: a plain name.
+pub(crate) fn unlink_check(path: &[u8]) -> Option<(usize, bool)> {
+    let kept = trailing_slash(path).unwrap_or(path.len());
+    let stem = &path[..kept];
+    let last = stem.rsplit(|&b| b == b'/').next().unwrap_or(stem);
+    match (last, kept < path.len()) {
+        (b"." | b"..", _) => Some((kept, true)),
+        (_, true) => Some((kept, false)),
+        _ => None,
+    }
+}
+
+/// Whether `path`'s last component is `..` (slashes after it aside):
+/// Linux's `rmdir` of such a path answers `ENOTEMPTY` (the parent is never
+/// empty of its child) once the path resolves.
+pub(crate) fn ends_in_parent(path: &[u8]) -> bool {
+    let stem = &path[..trailing_slash(path).unwrap_or(path.len())];
+    stem == b".." || stem.ends_with(b"/..")
+}
+
 /// What a read allocates up front when the file's size says less is left
 /// (it may be growing, or not be a regular file): wasmtime-wasi's own chunk.
 const MIN_READ_BUFFER: usize = 64 * 1024;

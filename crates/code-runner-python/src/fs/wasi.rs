@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use wasmtime::component::Resource;
+use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode as AsyncErrorCode;
 use wasmtime_wasi::p2::bindings::sync::filesystem::types::{
     self as fs, Descriptor, DescriptorFlags, DescriptorStat, DescriptorType, DirectoryEntry,
     DirectoryEntryStream, ErrorCode, Filesize, MetadataHashValue, NewTimestamp, OpenFlags,
@@ -14,7 +15,10 @@ use wasmtime_wasi::p2::bindings::sync::io::streams;
 use wasmtime_wasi::p2::{FsError, FsResult};
 
 use super::stream::QuotaRefused;
-use super::{DESCRIPTOR, GuardedFs, LISTING, lock, read_whole};
+use super::{
+    DESCRIPTOR, GuardedFs, LISTING, ends_in_parent, lock, read_whole, resolves_as_directory,
+    trailing_slash, unlink_check,
+};
 use crate::work_quota::write_end;
 
 impl GuardedFs<'_> {
@@ -198,7 +202,17 @@ impl fs::HostDescriptor for GuardedFs<'_> {
         path_flags: PathFlags,
         path: String,
     ) -> FsResult<DescriptorStat> {
-        let result = self.inner.stat_at(fd, path_flags, path);
+        // `stat("x/")` stats what x resolves to and wants a directory.
+        let result = match resolves_as_directory(path.as_bytes()) {
+            false => self.inner.stat_at(fd, path_flags, path),
+            true => self
+                .inner
+                .stat_at(fd, path_flags | PathFlags::SYMLINK_FOLLOW, path)
+                .and_then(|stat| match stat.type_ {
+                    DescriptorType::Directory => Ok(stat),
+                    _ => Err(FsError::from(AsyncErrorCode::NotDirectory)),
+                }),
+        };
         self.seen(result)
     }
 
@@ -268,7 +282,17 @@ impl fs::HostDescriptor for GuardedFs<'_> {
         self.seen(result)
     }
 
-    fn remove_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+    fn remove_directory_at(&mut self, fd: Resource<Descriptor>, mut path: String) -> FsResult<()> {
+        if ends_in_parent(path.as_bytes()) {
+            let result = self
+                .inner
+                .stat_at(fd, PathFlags::SYMLINK_FOLLOW, path)
+                .and_then(|_| Err(FsError::from(AsyncErrorCode::NotEmpty)));
+            return self.seen(result);
+        }
+        if let Some(kept) = trailing_slash(path.as_bytes()) {
+            path.truncate(kept);
+        }
         let result = self.inner.remove_directory_at(fd, path);
         self.seen(result)
     }
@@ -297,7 +321,24 @@ impl fs::HostDescriptor for GuardedFs<'_> {
     }
 
     fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
-        let result = self.inner.unlink_file_at(fd, path);
+        // `unlink("x/")`, `unlink("x/.")` remove nothing (see `unlink_check`).
+        let result = match unlink_check(path.as_bytes()) {
+            None => self.inner.unlink_file_at(fd, path),
+            Some((kept, follow)) => {
+                let flags = match follow {
+                    true => PathFlags::SYMLINK_FOLLOW,
+                    false => PathFlags::empty(),
+                };
+                self.inner
+                    .stat_at(fd, flags, path[..kept].to_string())
+                    .and_then(|stat| {
+                        Err(match stat.type_ {
+                            DescriptorType::Directory => FsError::from(AsyncErrorCode::IsDirectory),
+                            _ => FsError::from(AsyncErrorCode::NotDirectory),
+                        })
+                    })
+            }
+        };
         self.seen(result)
     }
 

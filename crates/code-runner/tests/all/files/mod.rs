@@ -10,6 +10,7 @@ use crate::helpers::{RUN, Server};
 
 mod limits;
 mod links;
+mod posix;
 
 pub(crate) fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)

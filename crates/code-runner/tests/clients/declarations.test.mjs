@@ -46,7 +46,15 @@ describe("describe's declarations through tsc --strict and mypy --strict", () =>
   let url;
   let dataDir;
   let work;
+  let mypyBin;
+  const declared = {};
+  // Everything slow and synchronous (mypy's install from PyPI, tsc, mypy)
+  // happens while no request is on the wire: mypy is installed before the
+  // server starts and both languages' declarations are fetched in one go,
+  // so a keep-alive connection the server closed while a child ran is never
+  // reused (the fresh-machine flake of issue 45).
   before(async () => {
+    mypyBin = mypy();
     dataDir = mkdtempSync(join(tmpdir(), "code-runner-decl-"));
     work = mkdtempSync(join(tmpdir(), "code-runner-decl-check-"));
     ({ server, url } = await serve(dataDir));
@@ -58,6 +66,7 @@ describe("describe's declarations through tsc --strict and mypy --strict", () =>
       });
       assert.equal(answer.registered, true, JSON.stringify(answer));
     }
+    for (const lang of ["typescript", "python"]) declared[lang] = await declarations(lang);
   });
   after(async () => {
     server.kill("SIGTERM");
@@ -84,7 +93,7 @@ describe("describe's declarations through tsc --strict and mypy --strict", () =>
 
   it("TypeScript: the declarations and calls through iii.fn pass tsc --strict; a wrong payload is an error", async () => {
     const dir = mkdtempSync(join(work, "ts-"));
-    writeFileSync(join(dir, "iii.d.ts"), await declarations("typescript"));
+    writeFileSync(join(dir, "iii.d.ts"), declared.typescript);
     writeFileSync(join(dir, "usage.ts"), TS_USAGE);
     const tsc = join(HERE, "node_modules", ".bin", "tsc");
     const args = ["--noEmit", "--strict", "--target", "es2022", "--lib", "es2022", "iii.d.ts", "usage.ts"];
@@ -99,9 +108,9 @@ describe("describe's declarations through tsc --strict and mypy --strict", () =>
   });
 
   it("Python: the stubs and calls through iii.fn pass mypy --strict; a wrong call is an error", async () => {
-    const bin = mypy();
+    const bin = mypyBin;
     const dir = mkdtempSync(join(work, "py-"));
-    writeFileSync(join(dir, "iii_api.pyi"), await declarations("python"));
+    writeFileSync(join(dir, "iii_api.pyi"), declared.python);
     writeFileSync(join(dir, "usage.py"), PY_USAGE);
     writeFileSync(join(dir, "wrong.py"), PY_WRONG);
     const args = ["--strict", "--cache-dir", join(dir, ".mypy_cache"), "iii_api.pyi"];

@@ -14,11 +14,13 @@ use serde_json::Value;
 
 /// The language of a runtime, and so which engine backs it.
 ///
-/// Only `node`, `python` and `typescript` are accepted; anything else fails
-/// deserialization before a handler runs, so the schema itself is the validation.
-/// `typescript` runs on the node engine after its types are stripped (erased to
-/// whitespace, so lines and columns stay the source's); `node` is JavaScript.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+/// `node`, `python` and `typescript` are its names, and what answers carry;
+/// a request may also spell them as models do (`javascript`, `js`, `py`,
+/// `ts`, in any case: [`Lang::parse`]). Anything else fails deserialization
+/// before a handler runs, naming what is accepted. `typescript` runs on the
+/// node engine after its types are stripped (erased to whitespace, so lines
+/// and columns stay the source's); `node` is JavaScript.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 #[allow(
     missing_docs,
@@ -46,6 +48,18 @@ impl Lang {
         }
     }
 
+    /// The language `name` names: its own name or an alias a model writes
+    /// (`javascript`, `js`, `nodejs`, `py`, `python3`, `ts`), in any case,
+    /// spaces around it ignored.
+    pub fn parse(name: &str) -> Option<Lang> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "node" | "javascript" | "js" | "nodejs" | "node.js" => Some(Lang::Node),
+            "python" | "py" | "python3" => Some(Lang::Python),
+            "typescript" | "ts" => Some(Lang::TypeScript),
+            _ => None,
+        }
+    }
+
     /// Whether the node engine (V8) runs this language: node and typescript
     /// share its limits (`heap_mb`, `external_mb`, `iii.files`), its turn
     /// order and `iii.registerFunction`.
@@ -54,6 +68,18 @@ impl Lang {
             Lang::Node | Lang::TypeScript => true,
             Lang::Python => false,
         }
+    }
+}
+
+impl<'de> Deserialize<'de> for Lang {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        Lang::parse(&name).ok_or_else(|| {
+            let shown: String = name.chars().take(40).collect();
+            serde::de::Error::custom(format!(
+                "unknown lang `{shown}`: expected node, python or typescript (javascript, js, py and ts are accepted too)"
+            ))
+        })
     }
 }
 

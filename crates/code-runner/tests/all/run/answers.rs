@@ -140,3 +140,60 @@ async fn a_lost_interpreter_is_said_and_the_next_answer_says_so() {
     assert_eq!(next.ok()["result"], 42);
     assert!(next.ok().get("runtime_reset").is_none());
 }
+
+/// A language is accepted as models spell it (`javascript`, `Python`, `TS`,
+/// `js`, `py`), runs on its engine, and the answer of a kept runtime's turn
+/// carries no other name; an unknown one is refused naming what is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_language_is_accepted_as_models_spell_it() {
+    let server = Server::start().await;
+    let cases = [
+        (
+            "javascript",
+            "return typeof process === 'undefined' ? 'v8' : 'node'",
+        ),
+        (
+            "JS",
+            "return typeof process === 'undefined' ? 'v8' : 'node'",
+        ),
+        ("Python", "import sys\nresult = sys.implementation.name"),
+        (" py ", "import sys\nresult = sys.implementation.name"),
+        ("TS", "const name: string = 'ts'\nreturn name"),
+    ];
+    for (lang, code) in cases {
+        let answer = server.call(RUN, json!({"lang": lang, "code": code})).await;
+        let result = &answer.ok()["result"];
+        assert!(
+            ["v8", "node", "cpython", "ts"].contains(&result.as_str().unwrap_or_default()),
+            "{lang}: {}",
+            answer.body
+        );
+    }
+    // A kept runtime made with an alias takes its own language by any name.
+    let kept = server
+        .call(
+            RUN,
+            json!({"lang": "Python", "code": "x = 41", "keep": true}),
+        )
+        .await;
+    let id = kept.ok()["runtime_id"].as_str().unwrap().to_string();
+    let answer = server
+        .call(
+            RUN,
+            json!({"runtime_id": id, "lang": "python3", "code": "result = x + 1"}),
+        )
+        .await;
+    assert_eq!(answer.ok()["result"], 42, "{}", answer.body);
+    let answer = server
+        .call(RUN, json!({"lang": "cobol", "code": "1"}))
+        .await;
+    answer.assert_error(crate::helpers::INVALID_REQUEST, "unknown lang `cobol`");
+    assert!(
+        answer
+            .error_message()
+            .contains("node, python or typescript"),
+        "{}",
+        answer.body
+    );
+    server.teardown(&id).await.ok();
+}

@@ -17,6 +17,24 @@ use crate::model::{
 };
 use crate::secrets::{Destination, Misdirected, Place, Secrets, Why};
 
+/// The `egress_allow` entries a refusal names (the guidance names them too),
+/// at most ten, then how many more; a port is named where the entry has one
+/// (else 80 for http, 443 for https).
+fn allowed(allow: &crate::allow::Allow) -> String {
+    const SHOWN: usize = 10;
+    let entries = allow.describe();
+    let mut named = entries
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if entries.len() > SHOWN {
+        named.push_str(&format!(" and {} more", entries.len() - SHOWN));
+    }
+    named
+}
+
 /// The egress of one worker: its live policy, and the budget of the
 /// response bodies it holds ([`MAX_BODY_BYTES_IN_FLIGHT`]).
 #[derive(Debug)]
@@ -215,11 +233,17 @@ fn check_url(policy: &Policy, raw: &str) -> Result<Target, EgressError> {
     }
     if !policy.allow.allows(&host, port, default_port) {
         let why = if policy.allow.is_empty() {
-            "not in egress_allow (it is empty: no host is allowed)".to_string()
+            format!("port {port}: not in egress_allow (it is empty: no host is allowed)")
         } else if policy.allow.allows(&host, default_port, default_port) {
-            format!("port {port} is not in egress_allow for this host")
+            format!(
+                "port {port} is not in egress_allow for this host; allowed: {}",
+                allowed(&policy.allow)
+            )
         } else {
-            "not in egress_allow".to_string()
+            format!(
+                "port {port}: not in egress_allow; allowed: {}",
+                allowed(&policy.allow)
+            )
         };
         return Err(EgressError::new(Some(&host), Kind::NotAllowed, why));
     }

@@ -193,7 +193,9 @@ async fn refusals_connect_nowhere() {
     );
     assert_eq!(
         err.to_string(),
-        "fetch to 127.0.0.1: not in egress_allow (it is empty: no host is allowed)"
+        format!(
+            "fetch to 127.0.0.1: port {port}: not in egress_allow (it is empty: no host is allowed)"
+        )
     );
     let listed = [format!("127.0.0.1:{port}"), format!("localhost:{port}")];
     let err = refused(
@@ -204,7 +206,24 @@ async fn refusals_connect_nowhere() {
         .await,
         Kind::NotAllowed,
     );
-    assert!(err.reason.contains("not in egress_allow"), "{err}");
+    // The refusal names the port asked for and what is allowed.
+    assert_eq!(
+        err.reason,
+        format!(
+            "port {}: not in egress_allow; allowed: 127.0.0.1:{port}, localhost:{port}",
+            port ^ 1
+        ),
+        "{err}"
+    );
+    let many: Vec<String> = (0..12).map(|i| format!("h{i}.example")).collect();
+    let err = refused(
+        fetch(policy(&many), get_("https://other.example/".to_string())).await,
+        Kind::NotAllowed,
+    );
+    assert!(
+        err.reason.ends_with("allowed: h0.example, h1.example, h2.example, h3.example, h4.example, h5.example, h6.example, h7.example, h8.example, h9.example and 2 more"),
+        "{err}"
+    );
     refused(
         fetch(
             policy(&listed),

@@ -123,7 +123,30 @@ fn network(config: &Config) -> String {
         named.push_str(&format!(" and {} more", allowed.len() - 10));
     }
     format!(
-        "network only as HTTP(S) through the host (JavaScript `fetch`, python `urllib`) to {named}"
+        "network only as HTTP(S) through the host (JavaScript `fetch`, python `urllib`) to {named}{}",
+        secrets(config)
+    )
+}
+
+/// The operator's `egress_secrets` by name (never a value or its variable),
+/// each with its hosts, so a model knows what it may send where: at most
+/// ten, then a count; empty when there are none.
+fn secrets(config: &Config) -> String {
+    let secrets = &config.egress_secrets;
+    if secrets.is_empty() {
+        return String::new();
+    }
+    let mut named = secrets
+        .iter()
+        .take(10)
+        .map(|(name, secret)| format!("{name} (for {})", secret.hosts.join(", ")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if secrets.len() > 10 {
+        named.push_str(&format!(" and {} more", secrets.len() - 10));
+    }
+    format!(
+        "; secrets, by name: {named}. Put the placeholder (`iii.secrets.NAME` in JavaScript, `os.environ[\"NAME\"]` in python) in a request header; the host sends the value only to that secret's hosts"
     )
 }
 
@@ -304,6 +327,42 @@ mod tests {
                 "{sentence}"
             );
         }
+    }
+
+    /// The secrets are named with their hosts (never their variables), in
+    /// the guidance and the tools' sentence, so a model can use them.
+    #[test]
+    fn secrets_are_named_with_their_hosts() {
+        let secret = |hosts: &[&str]| code_runner_core::EgressSecret {
+            env: "BILLING_TOKEN_VAR".into(),
+            hosts: hosts.iter().map(|h| (*h).to_string()).collect(),
+            in_url: false,
+        };
+        let config = Config {
+            egress_allow: vec!["api.billing.example".into()],
+            egress_secrets: [
+                ("API_TOKEN".to_string(), secret(&["api.billing.example"])),
+                (
+                    "OTHER".to_string(),
+                    secret(&["a.example", "http://b.example"]),
+                ),
+            ]
+            .into(),
+            ..Config::default()
+        };
+        for text in [
+            render(&config, &offer(false)),
+            sandbox_sentence(&config, &offer(false)),
+        ] {
+            assert!(
+                text.contains(
+                    "secrets, by name: API_TOKEN (for api.billing.example), OTHER (for a.example, http://b.example)"
+                ) && text.contains("`iii.secrets.NAME`"),
+                "{text}"
+            );
+            assert!(!text.contains("BILLING_TOKEN_VAR"), "{text}");
+        }
+        assert!(!render(&Config::default(), &offer(false)).contains("secrets"));
     }
 
     /// A listed package the interpreter shadows is named with what an

@@ -245,6 +245,14 @@ async fn secrets_are_placeholders_the_host_substitutes() {
         !body.to_string().contains(&value),
         "the answer holds the secret: {body}"
     );
+    // A model learns the secret's name and hosts (never its variable) from
+    // the run function's description, before writing any code.
+    let functions = server.get("/v1/functions").await.body.to_string();
+    assert!(
+        functions.contains(&format!("secrets, by name: TOKEN (for http://{addr})")),
+        "{functions}"
+    );
+    assert!(!functions.contains("env: PATH") && !functions.contains(&value));
 }
 
 /// Issue 44, item 3: a secret's host that reflects it gzipped (asked or not)

@@ -331,10 +331,10 @@ pub struct RegisterRequest {
     pub function_id: String,
     /// Language of the namespace runtime this handler runs in.
     pub lang: Lang,
-    /// Optional JSON Schema object (≤ 16 KiB, must constrain: `type`/`properties`/`$ref`) for the payload; shown by `engine::functions::info`, not enforced.
+    /// Optional JSON Schema object (≤ 16 KiB, must constrain: `type`/`properties`/`$ref`) for the payload; shown by `engine::functions::info` and as its MCP tool's inputSchema. Enforced for calls by name from guest code (`iii.fn`) and MCP tool calls (a mismatch never reaches the handler); `iii.trigger` and HTTP calls reach the handler as sent.
     #[serde(default)]
     pub request_format: Option<Value>,
-    /// Optional JSON Schema for the handler's return value; same rules as `request_format`.
+    /// Optional JSON Schema for the handler's return value; the same size rules as `request_format`; shown, not enforced.
     #[serde(default)]
     pub response_format: Option<Value>,
     /// When true, a call of this function from guest code waits for a person's approval: the run answers `suspended`, and `code-runner::resume` goes on (as configuration `approval_required` does for the ids it names).

@@ -81,3 +81,26 @@ async def test_what_a_runtime_published_is_reachable(mode):
                 assert f"{namespace}.ping" not in await names(client)
                 said = text(result)
                 assert f"{namespace}::ping" in said and "iii.trigger" in said, said
+
+
+async def test_a_published_tool_holds_to_its_input_schema(mode):
+    """Arguments that do not match a published function's inputSchema are a
+    tool error naming the difference (the handler never runs), as `iii.fn`
+    refuses them; matching ones reach the handler."""
+    source = "calls = []\ndef handler(payload):\n    calls.append(payload)\n    return len(calls)\n"
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    with server() as s:
+        async with s.client(mode) as client:
+            answer = structured(await client.call_tool("register_function", {
+                "function_id": "greet::strict", "lang": "python", "source": source,
+                "request_format": schema}))
+            assert answer["registered"], answer
+            wrong = await client.call_tool("greet.strict", {"name": 7})
+            assert wrong.is_error, wrong
+            message = text(wrong)
+            assert "inputSchema" in message and "/name" in message, message
+            assert (await client.call_tool("greet.strict", {})).is_error
+            right = await client.call_tool("greet.strict", {"name": "ada"})
+            assert not right.is_error, right
+            # The two refused calls never reached the handler: this is its first.
+            assert "1" in text(right), text(right)

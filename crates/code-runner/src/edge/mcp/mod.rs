@@ -65,6 +65,10 @@ pub struct McpServer<A: Api> {
     level: Arc<Mutex<Option<LoggingLevel>>>,
 }
 
+/// The longest a published tool's arguments are checked (the check is
+/// bounded by its steps too).
+const ARGUMENT_CHECK_TIME: Duration = Duration::from_secs(10);
+
 impl<A: Api> McpServer<A> {
     /// A server over `api`.
     pub fn new(api: A) -> Self {
@@ -217,6 +221,20 @@ impl<A: Api> ServerHandler for McpServer<A> {
             }
         };
         let cancel = AbortSignal::new();
+        // A published function's tool holds to its inputSchema, as
+        // `iii.fn` does: a call that does not match never reaches the
+        // handler, and the model reads why.
+        let payload = match self.checked_arguments(&id, payload, &cancel).await {
+            Ok(payload) => payload,
+            Err(err) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                    "{}: {id}: {}",
+                    err.code.as_str(),
+                    err.message
+                ))])
+                .into());
+            }
+        };
         let outlet = match context.meta.get_progress_token() {
             Some(token) => output::Outlet::Progress {
                 peer: context.peer.clone(),
@@ -309,6 +327,33 @@ impl<A: Api> ServerHandler for McpServer<A> {
 }
 
 impl<A: Api> McpServer<A> {
+    /// `payload` checked against the request schema of the published
+    /// function `id` (the worker's own operations check their payloads
+    /// themselves), within [`ARGUMENT_CHECK_TIME`].
+    async fn checked_arguments(
+        &self,
+        id: &str,
+        payload: Value,
+        cancel: &AbortSignal,
+    ) -> Result<Value, code_runner_core::RunnerError> {
+        if tools::is_operation(id) {
+            return Ok(payload);
+        }
+        let Ok(listing) = self.api.listing().await else {
+            return Ok(payload);
+        };
+        let Some(schema) = listing
+            .functions
+            .iter()
+            .find(|f| f.function_id == id)
+            .and_then(|f| f.request_schema.clone())
+        else {
+            return Ok(payload);
+        };
+        let deadline = std::time::Instant::now() + ARGUMENT_CHECK_TIME;
+        crate::ops::guest::check_arguments(Arc::new(schema), payload, cancel, deadline).await
+    }
+
     /// The functions the lineage of the runtime `answer` names published
     /// (guest code's, which a 2026-07-28 client sees as no tools).
     async fn guest_functions(&self, answer: &Value) -> Option<Vec<String>> {

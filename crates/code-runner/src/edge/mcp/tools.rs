@@ -77,6 +77,12 @@ pub fn published_name(id: &str) -> Option<String> {
     (name.len() <= MAX_TOOL_NAME).then_some(name)
 }
 
+/// Whether `id` is one of the worker's own operations (not a published
+/// function).
+pub fn is_operation(id: &str) -> bool {
+    OPERATIONS.iter().any(|(_, op)| *op == id)
+}
+
 /// The tools over `listing` that `viewer` sees: the operations, then every
 /// published function that is a tool, by name.
 pub fn tools(

@@ -122,6 +122,28 @@ pub(crate) async fn check(
     answer.unwrap_or_else(|| Err(Rejected::Refused(turn_ended())))
 }
 
+/// Checks the arguments of a call that comes from outside a turn (an MCP
+/// client calling a published function's tool) against its request
+/// schema, with the same bounds; the check stops with `cancel` or at
+/// `deadline`.
+///
+/// # Errors
+/// `invalid_request` naming the first mismatch, or why no check was made.
+pub(crate) async fn check_arguments(
+    schema: Arc<Value>,
+    arguments: Value,
+    cancel: &AbortSignal,
+    deadline: Instant,
+) -> Result<Value, RunnerError> {
+    match check(schema, arguments, &TurnChecks::default(), cancel, deadline).await {
+        Ok(arguments) => Ok(arguments),
+        Err(Rejected::Mismatch(why)) => Err(RunnerError::invalid(format!(
+            "the arguments do not match the tool's inputSchema: {why}"
+        ))),
+        Err(Rejected::Refused(err)) => Err(err),
+    }
+}
+
 /// Whether `schema` says anything a payload could fail.
 fn constrains(schema: &Value) -> bool {
     schema.as_object().is_some_and(|map| {

@@ -33,6 +33,8 @@ use register::register_from_guest;
 use trigger::trigger;
 use typed::call_by_name;
 
+pub(crate) use check::check_arguments;
+
 /// What the guest's `iii` knows about the runtime it runs in.
 #[derive(Debug, Clone)]
 pub(crate) struct GuestContext {

@@ -227,7 +227,11 @@ async fn execute(
         .lineage
         .begin(crate::ops::parent_of(&caller), lasting, config.max_runtimes)?;
     let live = Live::new(&ops, key);
-    let slot = ops.registry.acquire(config.max_runtimes)?;
+    let wait = crate::runtimes::registry::SLOT_WAIT.min(timeout);
+    let slot = ops
+        .registry
+        .acquire_waiting(config.max_runtimes, wait)
+        .await?;
     let fresh = || async {
         let warm = ops
             .pool(lang)

@@ -1,7 +1,10 @@
 //! Live runtimes: slots, kept runtimes by id, idle reaping.
 //!
 //! One slot count covers every engine and every runtime, one-shot or kept:
-//! a runtime holds its [`Slot`] from boot to close.
+//! a runtime holds its [`Slot`] from boot to close. A run that finds every
+//! slot taken waits briefly for one ([`Registry::acquire_waiting`]): a
+//! burst a little past `max_runtimes` is served as one-shots end, not
+//! refused at once.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,15 +23,28 @@ const REMEMBERED_EXPIRED: usize = 65_536;
 #[derive(Debug)]
 pub struct Slot {
     used: Arc<AtomicUsize>,
+    freed: Arc<tokio::sync::Notify>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         self.used.fetch_sub(1, Ordering::SeqCst);
+        self.freed.notify_waiters();
     }
 }
 
+/// The longest a run waits for a slot when all are taken.
+pub const SLOT_WAIT: Duration = Duration::from_secs(5);
+
 pub use crate::runtimes::workdir::WorkDir;
+
+/// The capacity error: `used` of `max` slots taken, then `then`.
+fn full(used: usize, max: usize, then: &str) -> RunnerError {
+    RunnerError::new(
+        ErrorCode::Capacity,
+        format!("all {used} runtime slots are in use (max_runtimes {max}){then}"),
+    )
+}
 
 /// A kept runtime.
 pub struct Kept {
@@ -94,6 +110,8 @@ impl Drop for BusyGuard {
 #[derive(Default)]
 pub struct Registry {
     used: Arc<AtomicUsize>,
+    /// Woken whenever a slot is freed.
+    freed: Arc<tokio::sync::Notify>,
     kept: Mutex<HashMap<String, Arc<Kept>>>,
     expired: Mutex<(HashSet<String>, VecDeque<String>)>,
 }
@@ -104,20 +122,47 @@ impl Registry {
     /// # Errors
     /// `code-runner::capacity` when all `max` slots are taken.
     pub fn acquire(&self, max: usize) -> Result<Slot, RunnerError> {
+        self.try_acquire(max)
+            .map_err(|used| full(used, max, "; retry later"))
+    }
+
+    /// Takes a slot, waiting up to `wait` for one to be freed when all
+    /// `max` are taken.
+    ///
+    /// # Errors
+    /// `code-runner::capacity` when none was freed in time.
+    pub async fn acquire_waiting(&self, max: usize, wait: Duration) -> Result<Slot, RunnerError> {
+        let until = tokio::time::Instant::now() + wait;
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            // Registered before the count is read, so a slot freed in
+            // between wakes this waiter.
+            freed.as_mut().enable();
+            let used = match self.try_acquire(max) {
+                Ok(slot) => return Ok(slot),
+                Err(used) => used,
+            };
+            let waited = format!(
+                "; none was freed within {} ms; retry later",
+                wait.as_millis()
+            );
+            tokio::select! {
+                () = &mut freed => {}
+                () = tokio::time::sleep_until(until) => return Err(full(used, max, &waited)),
+            }
+        }
+    }
+
+    /// A slot, or how many are in use.
+    fn try_acquire(&self, max: usize) -> Result<Slot, usize> {
         self.used
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| {
                 (used < max).then_some(used + 1)
-            })
-            .map_err(|used| {
-                RunnerError::new(
-                    ErrorCode::Capacity,
-                    format!(
-                        "all {used} runtime slots are in use (max_runtimes {max}); retry later"
-                    ),
-                )
             })?;
         Ok(Slot {
             used: self.used.clone(),
+            freed: self.freed.clone(),
         })
     }
 

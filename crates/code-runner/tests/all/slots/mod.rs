@@ -1,6 +1,7 @@
 //! Runtime slots, in both languages: `max_runtimes` bounds live runtimes,
 //! one-shot or kept, python and node together, and a full worker answers
-//! `code-runner::capacity` rather than queueing or failing; what guest code
+//! `code-runner::capacity` after a short wait for a slot (at most 5 s,
+//! within the run's timeout) rather than queueing or failing; what guest code
 //! starts holds a share of them, calls for one runtime wait in a bounded
 //! line, and a turn that never answers gives its slot back.
 
@@ -117,4 +118,29 @@ async fn hundred_concurrent_clients_get_a_result_or_capacity() {
         assert_eq!(health.ok()["runtimes"]["live"], 0, "{}", health.body);
     }
     server.assert_still_serves().await;
+}
+
+/// A burst a little past `max_runtimes` is served as one-shots end: a run
+/// that finds every slot taken waits for one (bounded by its timeout and
+/// `SLOT_WAIT`), and answers `capacity` saying it waited when none is freed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_waits_briefly_for_a_slot() {
+    let server = Server::with_config("max_runtimes: 1").await;
+    let slow = "await new Promise((r) => setTimeout(r, 1500)); return 'slow'";
+    let (first, second) = tokio::join!(server.run_in("node", slow), async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        server.run_in("node", "return 'waited'").await
+    });
+    assert_eq!(first.ok()["result"], "slow", "{}", first.body);
+    assert_eq!(second.ok()["result"], "waited", "{}", second.body);
+    // A kept runtime holds the only slot: a run waits, then is refused
+    // saying it waited, within its own timeout.
+    let id = server.keep_in("node", "globalThis.x = 1").await;
+    let started = std::time::Instant::now();
+    let refused = server
+        .run_in_with("node", "return 1", json!({"timeout_ms": 1000}))
+        .await;
+    refused.assert_error(CAPACITY, "none was freed within 1000 ms");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(900));
+    server.teardown(&id).await.ok();
 }

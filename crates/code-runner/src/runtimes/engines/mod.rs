@@ -2,7 +2,7 @@
 //! pool, and the per-runtime options the configuration gives them.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use code_runner_core::{
@@ -11,10 +11,15 @@ use code_runner_core::{
 use serde_json::{Value, json};
 
 use crate::ids::new_dir_name;
-use crate::runtimes::loading::{Loaded, install_packages, load_python};
+use crate::runtimes::loading::Loaded;
 use crate::runtimes::pool::WarmPool;
 use crate::runtimes::ready::{Cell, State};
 use crate::runtimes::workdir::WorkDir;
+
+mod python;
+
+use python::PythonLoad;
+pub use python::PythonOffer;
 
 /// The binding namespace the node engine attaches `iii.files` to.
 pub const FILES_NAMESPACE: &str = "iii";
@@ -63,23 +68,6 @@ pub struct Engines {
     isolation: Isolation,
     runtimes_dir: PathBuf,
     scratch_root: Option<PathBuf>,
-}
-
-/// What python offers beyond the standard library, for the texts a model
-/// reads (tool descriptions, guidance).
-#[derive(Debug, Clone, Default)]
-pub struct PythonOffer {
-    /// Whether python runs the data stack.
-    pub data_stack: bool,
-    /// The operator's packages the interpreter shadows, each saying what an
-    /// import really gives.
-    pub shadowed: Vec<String>,
-}
-
-/// What loading python in this process needs.
-struct PythonLoad {
-    config: Config,
-    python_dir: Option<PathBuf>,
 }
 
 /// How long a run waits for its language's engine to finish loading before
@@ -260,79 +248,6 @@ impl Engines {
         }
     }
 
-    /// Installs the configuration's python packages (or finds their install).
-    async fn install(
-        &self,
-        config: &Config,
-    ) -> Result<Option<code_runner_python::PythonPackages>, String> {
-        let installed = install_packages(config).await.map_err(|err| err.message);
-        match &installed {
-            Ok(packages) => {
-                let names = packages.as_ref().map(|p| p.installed.clone());
-                let _ = self.python_packages.set(names.unwrap_or_default());
-                if let Some(packages) = packages {
-                    let shadowed = self.shadowed(packages);
-                    for note in &shadowed {
-                        tracing::warn!("python_packages: {note}");
-                    }
-                    *self
-                        .python_shadowed
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner) = shadowed;
-                }
-            }
-            Err(why) => tracing::error!("python is unavailable: {why}"),
-        }
-        installed
-    }
-
-    /// The installed `packages` the interpreter python will run shadows.
-    fn shadowed(&self, packages: &code_runner_python::PythonPackages) -> Vec<String> {
-        let data_dir = self.python_data.then(code_runner_python::default_data_dir);
-        let library = match &data_dir {
-            Some(dir) => dir.join("lib").join("python315.zip"),
-            None => code_runner_python::default_snapshot_dir().join("lib"),
-        };
-        code_runner_python::shadowed_packages(packages, data_dir.as_deref(), Some(&library))
-    }
-
-    /// Starts loading python in this process, in the background: its
-    /// packages first.
-    fn load_python(self: &Arc<Self>, load: PythonLoad) {
-        let engines = self.clone();
-        tokio::spawn(async move {
-            let limits = code_runner_python::EngineLimits {
-                max_runtimes: load.config.max_runtimes,
-                max_memory_mb: load.config.max_memory_mb,
-            };
-            let choice = load.config.python_interpreter;
-            let packages = match engines.install(&load.config).await {
-                Ok(packages) => packages,
-                Err(why) => {
-                    engines.python.set(Err(why));
-                    return;
-                }
-            };
-            let dir = load.python_dir;
-            let python = tokio::task::spawn_blocking(move || {
-                load_python(dir, choice, limits, packages.as_ref())
-            })
-            .await
-            .map_err(|err| format!("python engine loader panicked: {err}"))
-            .and_then(|loaded| loaded.map_err(|err| err.to_string()));
-            match &python {
-                Ok((_, name)) => {
-                    let _ = engines.python_interpreter.set(name);
-                    tracing::info!("python runs the {name} interpreter");
-                }
-                Err(why) => tracing::warn!("python engine unavailable: {why}"),
-            }
-            engines
-                .python
-                .set(python.map(|(engine, _)| Arc::new(engine) as Arc<dyn Engine>));
-        });
-    }
-
     /// What the sandbox processes' loader answered, put in place.
     fn loaded<F: Fn(Lang) -> Bindings>(
         &self,
@@ -494,31 +409,6 @@ impl Engines {
                 scratch_files: config.scratch_files,
                 ..defaults
             },
-        }
-    }
-
-    /// The shadowed-package notes known now.
-    fn shadowed_notes(&self) -> Vec<String> {
-        self.python_shadowed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// What python offers, as the texts a model reads say it.
-    pub fn python_offer(&self) -> PythonOffer {
-        PythonOffer {
-            data_stack: self.python_has_data_stack(),
-            shadowed: self.shadowed_notes(),
-        }
-    }
-
-    /// Whether python runs the data stack (numpy, pandas, matplotlib, …):
-    /// the loaded interpreter's, or before it loaded, what it will be.
-    pub fn python_has_data_stack(&self) -> bool {
-        match self.python_interpreter.get() {
-            Some(name) => *name == "data",
-            None => self.python_data,
         }
     }
 

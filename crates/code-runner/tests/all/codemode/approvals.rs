@@ -205,8 +205,10 @@ async fn a_suspended_run_holds_its_slot_until_the_ttl_ends_it() {
         let (id, call) = suspended(&body, "ops::delete", json!({"all": true}));
         held.push((id.to_string(), call.to_string()));
     }
+    // (Its wait for a slot, bounded by its 300 ms timeout, ends well
+    // before the TTL frees one.)
     server
-        .run_in("node", "return 1")
+        .run_in_with("node", "return 1", json!({"timeout_ms": 300}))
         .await
         .assert_error(CAPACITY, "max_runtimes");
     tokio::time::sleep(Duration::from_secs(4)).await;

@@ -86,7 +86,7 @@ pub use module::{
 pub use packages::{
     MAX_PACKAGES, MAX_REQUIREMENT_CHARS, PIP_PYTHON_ENV, PythonPackages, check_requirement,
     install as install_packages, lock_entry as packages_lock_entry, packages_dir, packages_key,
-    shadowed as shadowed_packages, shadowed_requirements,
+    shadowed as shadowed_packages,
 };
 pub use protocol::MAX_DEPTH;
 

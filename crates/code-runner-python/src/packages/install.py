@@ -4,9 +4,14 @@
 # checks each one's sha256, refuses any wheel with compiled code, and unpacks
 # them, bounded, into <out>/site-packages.
 #
-# usage: python3 -c <this> <out> <wheel-cache> <python-version> <requirement>...
+# usage: python3 -c <this> <out> <wheel-cache> <python-version> <stack> <requirement>...
 # <out> is a fresh empty directory; the caller renames it into place only when
 # this exits 0. A failure exits 2 with one line on stderr naming the package.
+# <stack> is the data interpreter's MANIFEST, or "-" (the lean interpreter):
+# its distributions are resolved against as they are (exact versions, never
+# fetched), so a pure package depending on numpy or pandas installs when the
+# stack satisfies it, one the stack has is "provided", and one whose
+# requirements the stack cannot meet is refused naming the conflict.
 import hashlib
 import json
 import os
@@ -64,7 +69,10 @@ DIAGNOSE_TARGETS = [[]] + [
 ]
 
 
-def why_unresolved(requirement, work):
+LEAN_HINT = {"numpy", "pandas", "scipy", "matplotlib", "scikit-learn", "statsmodels"}
+
+
+def why_unresolved(requirement, work, stack):
     # Is there a wheel at all, just not a pure one? Ask for any wheel of it
     # (wheels only: an sdist would run the package's build code here).
     report = os.path.join(work, "diagnose.json")
@@ -77,37 +85,110 @@ def why_unresolved(requirement, work):
     if proc.returncode == 0:
         with open(report) as f:
             wheels = [os.path.basename(i["download_info"]["url"]) for i in json.load(f)["install"]]
+        name = base_name(requirement)
+        hint = ("; the data interpreter (python_interpreter: data) has it in its stack, and "
+                "installs pure packages that depend on it" if not stack and name in LEAN_HINT
+                else "")
         return (f"python_packages: {requirement} is refused: it has only wheels with compiled "
                 f"code (e.g. {', '.join(wheels)}), and code-runner's python runs in WebAssembly, "
-                "which loads pure-Python wheels (py3-none-any) only")
+                f"which loads pure-Python wheels (py3-none-any) only{hint}")
     return (f"python_packages: {requirement} cannot be installed: no pure-Python wheel of it "
             f"was found on the package index (unknown name or version, or no wheel of it is "
             f"pure Python); pip said: {pip_error(proc)}")
 
 
-def resolve(requirements, python_version, work):
+def normalise(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def base_name(requirement):
+    """The normalised distribution name a requirement names."""
+    return normalise(re.split(r"[<>=!~;\[ (]", requirement, 1)[0])
+
+
+def read_stack(manifest):
+    """The data stack's distributions, {normalised name: (name, version)}."""
+    stack = {}
+    with open(manifest) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "package":
+                stack[normalise(parts[1])] = (parts[1], parts[2])
+    return stack
+
+
+def stack_index(stack, work):
+    """pip's view of the stack: a wheel per distribution holding only its
+    name and version (found with --find-links, never installed), and a
+    constraint pinning each to the stack's version."""
+    links = os.path.join(work, "stack")
+    os.makedirs(links)
+    constraints = os.path.join(work, "stack-constraints.txt")
+    with open(constraints, "w") as out:
+        for name, version in stack.values():
+            out.write(f"{name}=={version}\n")
+            stem = f"{re.sub(r'[-.]+', '_', name)}-{version}"
+            with zipfile.ZipFile(os.path.join(links, f"{stem}-py3-none-any.whl"), "w") as z:
+                info = f"{stem}.dist-info"
+                z.writestr(f"{info}/METADATA",
+                           f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+                z.writestr(f"{info}/WHEEL",
+                           "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+                z.writestr(f"{info}/RECORD", "")
+    return ["--find-links", links, "--constraint", constraints]
+
+
+def conflict(proc, requirements, stack):
+    """A refusal naming what cannot be met beside the data stack."""
+    caused = []
+    lines = proc.stdout.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("The conflict is caused by"):
+            for cause in lines[i + 1:]:
+                if not cause.startswith(" "):
+                    break
+                caused.append(cause.strip())
+    fixed = sorted({f"{n} {v}" for key, (n, v) in stack.items()
+                    if any(re.search(rf"(?i)\b{re.escape(n)}\b", c) for c in caused)})
+    return (f"python_packages: {' '.join(requirements)} cannot be installed on the data "
+            f"interpreter: it conflicts with the data stack, whose distributions are fixed "
+            f"({', '.join(fixed) or 'see pip'}); pip said: {'; '.join(caused) or pip_error(proc)}")
+
+
+def resolve(requirements, python_version, work, stack):
     report = os.path.join(work, "report.json")
-    proc = pip("install", "--dry-run", "--ignore-installed", "--quiet", *PURE_TARGET,
+    on_stack = stack_index(stack, work) if stack else []
+    proc = pip("install", "--dry-run", "--ignore-installed", *PURE_TARGET,
                "--python-version", python_version, "--target", os.path.join(work, "t"),
-               "--report", report, "--", *requirements)
+               "--report", report, *on_stack, "--", *requirements)
     if proc.returncode != 0:
+        if stack and "ResolutionImpossible" in proc.stderr:
+            raise Refused(conflict(proc, requirements, stack))
         name = unresolved_name(proc)
         if name is not None:
-            raise Refused(why_unresolved(name, work))
+            why = why_unresolved(name, work, stack)
+            if base_name(name) not in {base_name(r) for r in requirements}:
+                why = why.replace(f"python_packages: {name} ", f"python_packages: {name} (which {' '.join(requirements)} needs) ", 1)
+            raise Refused(why)
         raise Refused(f"python_packages: pip could not resolve {' '.join(requirements)}: "
                       f"{pip_error(proc)}")
     with open(report) as f:
         items = json.load(f)["install"]
-    lock = []
+    lock, provided = [], []
     for item in items:
         name, version = item["metadata"]["name"], item["metadata"]["version"]
+        if normalise(name) in stack:
+            # The stack's own (its version, by the constraint): imported
+            # from the stack, never fetched.
+            provided.append((name, version))
+            continue
         info = item["download_info"]
         digest = (info.get("archive_info") or {}).get("hashes", {}).get("sha256")
         if not digest:
             raise Refused(f"python_packages: {name} {version}: the index gave no sha256 for "
                           f"{info.get('url')}")
         lock.append((name, version, digest, os.path.basename(info["url"])))
-    return sorted(lock, key=lambda entry: entry[0].lower())
+    return sorted(lock, key=lambda entry: entry[0].lower()), sorted(provided)
 
 
 def check_tag(name, wheel):
@@ -201,10 +282,11 @@ def unpack(name, path, site, budget):
 
 
 def main():
-    out, cache, python_version, *requirements = sys.argv[1:]
+    out, cache, python_version, manifest, *requirements = sys.argv[1:]
     work = os.path.join(out, ".work")
     os.makedirs(work)
-    lock = resolve(requirements, python_version, work)
+    stack = read_stack(manifest) if manifest != "-" else {}
+    lock, provided = resolve(requirements, python_version, work, stack)
     for name, _, _, wheel in lock:
         check_tag(name, wheel)
     lock_text = "".join(f"{n}=={v} --hash=sha256:{d}\n" for n, v, d, _ in lock)
@@ -212,8 +294,8 @@ def main():
         f.write(lock_text)
     proc = pip("download", "--quiet", "--no-deps", "--require-hashes", *PURE_TARGET,
                "--python-version", python_version, "--dest", cache,
-               "--requirement", os.path.join(out, "lock.txt"))
-    if proc.returncode != 0:
+               "--requirement", os.path.join(out, "lock.txt")) if lock else None
+    if proc is not None and proc.returncode != 0:
         raise Refused(f"python_packages: downloading the locked wheels failed: {pip_error(proc)}")
     site = os.path.join(out, "site-packages")
     os.makedirs(site)
@@ -227,7 +309,8 @@ def main():
         unpack(name, path, site, budget)
         installed.append({"name": name, "version": version, "sha256": digest, "wheel": wheel})
     with open(os.path.join(out, "installed.json"), "w") as f:
-        json.dump({"requirements": requirements, "installed": installed}, f, indent=1)
+        json.dump({"requirements": requirements, "installed": installed,
+                   "provided": [{"name": n, "version": v} for n, v in provided]}, f, indent=1)
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -10,10 +10,18 @@
 //! unpacks them within bounds (entries, sizes, paths, no symlinks). It builds
 //! into a temporary directory renamed into place only when all of it worked:
 //! `<cache>/python-packages-<key>/` with `lock.txt`, `installed.json` and
-//! `site-packages/`. The key hashes the list, the installer and the target
-//! python, so an unchanged list is reused without asking the index again and
-//! a changed one is installed afresh (and the data image rebuilt, its key
-//! including the lock's sha256).
+//! `site-packages/`. The key hashes the list, the installer, the target
+//! python and (for the data interpreter) the data stack's `MANIFEST`, so an
+//! unchanged list is reused without asking the index again and a changed one
+//! is installed afresh (and the data image rebuilt, its key including the
+//! lock's sha256).
+//!
+//! For the data interpreter pip resolves against the data stack as it is
+//! (its distributions at their exact versions, never fetched): a pure
+//! package that depends on numpy or pandas installs when the stack meets its
+//! requirements, a listed one the stack has is *provided* (reported, not
+//! installed), and one the stack cannot meet is refused naming the conflict.
+//! The lean interpreter has no stack, and refuses them naming why.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -26,7 +34,7 @@ use crate::PythonError;
 use crate::module::{cache_dir, hex, sha256_file};
 
 mod shadow;
-pub use shadow::{shadowed, shadowed_requirements};
+pub use shadow::shadowed;
 
 /// The installer, run by the host's python3 (never by a guest).
 const INSTALLER: &str = include_str!("install.py");
@@ -55,6 +63,28 @@ pub struct PythonPackages {
     pub lock_sha256: String,
     /// What was installed, dependencies included, as `name==version`, sorted.
     pub installed: Vec<String>,
+    /// What the list (or its dependencies) takes from the data stack
+    /// instead, as `name==version`, sorted.
+    pub provided: Vec<String>,
+}
+
+/// The data stack's `MANIFEST` when pip resolves against it (the data
+/// interpreter), else `None`.
+///
+/// # Errors
+/// The data stack is not there to resolve against.
+fn stack_manifest(on_stack: bool) -> Result<Option<PathBuf>, PythonError> {
+    if !on_stack {
+        return Ok(None);
+    }
+    let manifest = crate::default_data_dir().join("MANIFEST");
+    if !manifest.is_file() {
+        return Err(PythonError::Unavailable(format!(
+            "python_packages: the data stack is not at {} to resolve against; run scripts/fetch-python-data",
+            manifest.display()
+        )));
+    }
+    Ok(Some(manifest))
 }
 
 /// Checks one requirement as configuration validation does: a name and a
@@ -81,10 +111,17 @@ pub fn check_requirement(requirement: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The key of a requirement list: what [`install`] caches it under.
-pub fn packages_key(requirements: &[String]) -> String {
+/// The key of a requirement list for the data interpreter (`on_stack`:
+/// resolved against its stack) or the lean one: what [`install`] caches it
+/// under.
+pub fn packages_key(requirements: &[String], on_stack: bool) -> String {
+    let stack = stack_manifest(on_stack)
+        .ok()
+        .flatten()
+        .and_then(|manifest| sha256_file(&manifest).ok())
+        .unwrap_or_else(|| "lean".to_string());
     let mut hasher = Sha256::new();
-    for part in [INSTALLER, TARGET_PYTHON]
+    for part in [INSTALLER, TARGET_PYTHON, stack.as_str()]
         .into_iter()
         .chain(requirements.iter().map(String::as_str))
     {
@@ -96,22 +133,26 @@ pub fn packages_key(requirements: &[String]) -> String {
 
 /// The cache entry whose lock one installer of `requirements` holds
 /// ([`crate::maker_lock_path`] names its file).
-pub fn lock_entry(requirements: &[String]) -> String {
-    format!("python-packages-{}", packages_key(requirements))
+pub fn lock_entry(requirements: &[String], on_stack: bool) -> String {
+    format!("python-packages-{}", packages_key(requirements, on_stack))
 }
 
 /// Where the package set of `requirements` is installed.
-pub fn packages_dir(requirements: &[String]) -> PathBuf {
-    cache_dir().join(format!("python-packages-{}", packages_key(requirements)))
+pub fn packages_dir(requirements: &[String], on_stack: bool) -> PathBuf {
+    cache_dir().join(lock_entry(requirements, on_stack))
 }
 
-/// Installs `requirements` (see the module docs), or reuses the install of
-/// the same list; `None` for an empty list.
+/// Installs `requirements` (see the module docs) for the data interpreter
+/// (`on_stack`) or the lean one, or reuses the install of the same list;
+/// `None` for an empty list.
 ///
 /// # Errors
 /// [`PythonError::Unavailable`] naming the package that failed and why
 /// (unknown, compiled code, a hash mismatch, a bound), or pip's absence.
-pub fn install(requirements: &[String]) -> Result<Option<PythonPackages>, PythonError> {
+pub fn install(
+    requirements: &[String],
+    on_stack: bool,
+) -> Result<Option<PythonPackages>, PythonError> {
     if requirements.is_empty() {
         return Ok(None);
     }
@@ -124,12 +165,13 @@ pub fn install(requirements: &[String]) -> Result<Option<PythonPackages>, Python
     for requirement in requirements {
         check_requirement(requirement).map_err(PythonError::Unavailable)?;
     }
-    let dir = packages_dir(requirements);
+    let manifest = stack_manifest(on_stack)?;
+    let dir = packages_dir(requirements, on_stack);
     // Another process installing the same list finishes first; then its
     // install is reused.
     let _maker = crate::makers::Maker::take(
         &crate::module::cache_dir(),
-        &lock_entry(requirements),
+        &lock_entry(requirements, on_stack),
         "this python_packages install",
     )?;
     if dir.join("installed.json").is_file() {
@@ -152,7 +194,7 @@ pub fn install(requirements: &[String]) -> Result<Option<PythonPackages>, Python
     })?;
     let tmp = root.join(format!(
         ".python-packages-{}.tmp-{}",
-        packages_key(requirements),
+        packages_key(requirements, on_stack),
         crate::random_token()
     ));
     code_runner_core::create_private_dir(&tmp).map_err(|err| {
@@ -161,7 +203,12 @@ pub fn install(requirements: &[String]) -> Result<Option<PythonPackages>, Python
             tmp.display()
         ))
     })?;
-    let ran = run_installer(&tmp, &root.join("python-wheels"), requirements);
+    let ran = run_installer(
+        &tmp,
+        &root.join("python-wheels"),
+        manifest.as_deref(),
+        requirements,
+    );
     if let Err(err) = ran {
         let _ = std::fs::remove_dir_all(&tmp);
         return Err(err);
@@ -185,7 +232,12 @@ pub fn install(requirements: &[String]) -> Result<Option<PythonPackages>, Python
     Ok(Some(packages))
 }
 
-fn run_installer(out: &Path, wheels: &Path, requirements: &[String]) -> Result<(), PythonError> {
+fn run_installer(
+    out: &Path,
+    wheels: &Path,
+    stack: Option<&Path>,
+    requirements: &[String],
+) -> Result<(), PythonError> {
     let python = std::env::var(PIP_PYTHON_ENV).unwrap_or_else(|_| "python3".into());
     let fail = |what: String| PythonError::Unavailable(format!("python_packages: {what}"));
     let mut child = Command::new(&python)
@@ -194,6 +246,7 @@ fn run_installer(out: &Path, wheels: &Path, requirements: &[String]) -> Result<(
         .arg(out)
         .arg(wheels)
         .arg(TARGET_PYTHON)
+        .arg(stack.map_or_else(|| std::ffi::OsString::from("-"), |m| m.as_os_str().to_owned()))
         .args(requirements)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -264,22 +317,26 @@ fn read_installed(dir: &Path) -> Result<PythonPackages, PythonError> {
     };
     let text = std::fs::read_to_string(dir.join("installed.json")).map_err(|e| fail(&e))?;
     let parsed: serde_json::Value = serde_json::from_str(&text).map_err(|e| fail(&e))?;
-    let mut installed: Vec<String> = parsed["installed"]
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|item| {
-                    Some(format!(
-                        "{}=={}",
-                        item["name"].as_str()?,
-                        item["version"].as_str()?
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    installed.sort();
+    let named = |key: &str| {
+        let mut named: Vec<String> = parsed[key]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|item| {
+                        Some(format!(
+                            "{}=={}",
+                            item["name"].as_str()?,
+                            item["version"].as_str()?
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        named.sort();
+        named
+    };
+    let (installed, provided) = (named("installed"), named("provided"));
     let site_packages = dir.join("site-packages");
     if !site_packages.is_dir() {
         return Err(fail(&"no site-packages"));
@@ -288,6 +345,7 @@ fn read_installed(dir: &Path) -> Result<PythonPackages, PythonError> {
         site_packages,
         lock_sha256: sha256_file(&dir.join("lock.txt"))?,
         installed,
+        provided,
     })
 }
 
@@ -391,7 +449,7 @@ print("all refused")
     fn the_key_changes_with_the_list() {
         let one = vec!["tabulate==0.9.0".to_string()];
         let two = vec!["tabulate==0.9.0".to_string(), "attrs".to_string()];
-        assert_eq!(packages_key(&one), packages_key(&one.clone()));
-        assert_ne!(packages_key(&one), packages_key(&two));
+        assert_eq!(packages_key(&one, false), packages_key(&one.clone(), false));
+        assert_ne!(packages_key(&one, false), packages_key(&two, false));
     }
 }

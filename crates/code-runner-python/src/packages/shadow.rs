@@ -1,42 +1,23 @@
 //! Which of the operator's packages the interpreter shadows. `/packages`
-//! is last on `sys.path`, so the standard library and (in the data
-//! interpreter) the data stack win over a package of the same name: the
-//! stack's modules are imported into the image, and a package replacing
-//! one they import (`six`, `packaging`, …) could break them. That is the
-//! rule; this module makes it visible instead of silent: a listed package
-//! the interpreter already has in another version is named, with what an
-//! import really gives, for the start-up log, `/healthz` and the texts a
+//! is last on `sys.path`, so the interpreter's own library (the standard
+//! library and, in the data interpreter, the data stack) wins over a module
+//! of the same name: the stack's modules are imported into the image, and a
+//! package replacing one they import could break them. Distributions the
+//! stack ships are never installed into `/packages` (pip resolves against
+//! the stack: see `install.py`); what is left is a package whose *modules*
+//! the interpreter has (`enum34`'s `enum`). That is the rule; this module
+//! makes it visible instead of silent: each such module is named, with what
+//! an import really gives, for the start-up log, `/healthz` and the texts a
 //! model reads.
 //!
-//! Two sources say what the interpreter has: the data stack's `MANIFEST`
-//! (`package <name> <version>` per distribution it ships), matched by
-//! normalised distribution name; and the interpreter's own library (the
-//! lean snapshot's `lib/` directory, or the data stack's `python315.zip`:
-//! the standard library and the stack's modules), matched by the package's
-//! top-level modules. Both are artifacts checked against their hashes.
+//! The interpreter's own library is the lean snapshot's `lib/` directory or
+//! the data stack's `python315.zip`, both artifacts checked against their
+//! hashes; a zip's names come from its central directory.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use crate::PythonPackages;
-
-/// Distribution names compare as pip does: case-insensitive, and `-`,
-/// `_` and `.` the same.
-fn normalise(name: &str) -> String {
-    name.to_ascii_lowercase().replace(['_', '.'], "-")
-}
-
-/// The distributions the data stack ships, by normalised name: (name, version).
-fn data_stack(data_dir: &Path) -> HashMap<String, (String, String)> {
-    let text = std::fs::read_to_string(data_dir.join("MANIFEST")).unwrap_or_default();
-    text.lines()
-        .filter_map(|line| {
-            let mut parts = line.strip_prefix("package ")?.split_whitespace();
-            let (name, version) = (parts.next()?, parts.next()?);
-            Some((normalise(name), (name.to_string(), version.to_string())))
-        })
-        .collect()
-}
 
 /// The top-level module names in a directory (`x.py`, `x/`), leaving out
 /// metadata and caches.
@@ -128,134 +109,50 @@ fn zip_top_level(bytes: &[u8]) -> BTreeSet<String> {
     found
 }
 
-/// The note for `requirement` (distribution `name`, `version` when pinned)
-/// when the stack ships that distribution in another version, or unpinned.
-fn stack_note(
-    requirement: &str,
-    name: &str,
-    version: Option<&str>,
-    stack: &HashMap<String, (String, String)>,
-) -> Option<String> {
-    let (stack_name, stack_version) = stack.get(&normalise(name))?;
-    (version != Some(stack_version.as_str())).then(|| {
-        format!(
-            "{requirement}: the data stack's {stack_name} {stack_version} is what an import gives (the stack wins over /packages)"
-        )
-    })
-}
-
-/// What can be said before an install, from the configured `requirements`
-/// alone: those naming a distribution the data stack in `data_dir` ships in
-/// another version (or unpinned). The install's [`shadowed`] says the rest.
-pub fn shadowed_requirements(requirements: &[String], data_dir: &Path) -> Vec<String> {
-    let stack = data_stack(data_dir);
-    requirements
-        .iter()
-        .filter_map(|requirement| {
-            let end = requirement
-                .find(|c: char| !(c.is_ascii_alphanumeric() || "._-".contains(c)))
-                .unwrap_or(requirement.len());
-            let (name, rest) = requirement.split_at(end);
-            let version = rest.trim().strip_prefix("==").map(str::trim);
-            stack_note(requirement, name, version, &stack)
-        })
-        .collect()
-}
-
-/// The operator's packages the interpreter shadows, each as a sentence
-/// (`tabulate==0.9.0: the data stack's tabulate 0.10.0 is what an import
-/// gives …`). `data_dir` is the data stack's directory when python runs it;
-/// `library` the interpreter's own library (a directory or a zip), if known.
-pub fn shadowed(
-    packages: &PythonPackages,
-    data_dir: Option<&Path>,
-    library_path: Option<&Path>,
-) -> Vec<String> {
-    let stack = data_dir.map(data_stack).unwrap_or_default();
+/// The modules of the operator's packages the interpreter shadows, each as
+/// a sentence (`/packages/enum: the interpreter's own \`enum\` is what
+/// \`import enum\` gives …`). `library_path` is the interpreter's own
+/// library (a directory or a zip), if known.
+pub fn shadowed(packages: &PythonPackages, library_path: Option<&Path>) -> Vec<String> {
     let own = library_path.map(library).unwrap_or_default();
     let mine = top_level(&packages.site_packages);
-    let mut notes = Vec::new();
-    // Modules of a listed distribution the stack ships (in any version) are
-    // said once, by the distribution, not again as modules.
-    let mut said = BTreeSet::new();
-    for installed in &packages.installed {
-        let Some((name, version)) = installed.split_once("==") else {
-            continue;
-        };
-        if stack.contains_key(&normalise(name)) {
-            said.insert(normalise(name).replace('-', "_"));
-        }
-        notes.extend(stack_note(installed, name, Some(version), &stack));
-    }
-    for module in mine.intersection(&own) {
-        if !said.contains(&module.to_ascii_lowercase()) {
-            notes.push(format!(
+    mine.intersection(&own)
+        .map(|module| {
+            format!(
                 "/packages/{module}: the interpreter's own `{module}` is what `import {module}` gives (the standard library and the stack win over /packages)"
-            ));
-        }
-    }
-    notes
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A listed package the stack ships in another version is named with
-    /// what an import gives; the same version, or one the stack lacks, is
-    /// not; a module named as the standard library's is.
+    /// A module of an installed package that the interpreter's library
+    /// also has is named with what an import gives; the others are not.
     #[test]
-    fn shadowed_packages_are_named() {
+    fn shadowed_modules_are_named() {
         let dir = tempfile::tempdir().unwrap();
-        let (data, lib, site) = (
-            dir.path().join("data"),
-            dir.path().join("lib"),
-            dir.path().join("site"),
-        );
-        for d in [&data, &lib, &site] {
+        let (lib, site) = (dir.path().join("lib"), dir.path().join("site"));
+        for d in [&lib, &site] {
             std::fs::create_dir_all(d).unwrap();
         }
-        std::fs::write(
-            data.join("MANIFEST"),
-            "python 3.15.0\npackage tabulate 0.10.0\npackage Six 1.17.0\npin x y\n",
-        )
-        .unwrap();
         std::fs::write(lib.join("enum.py"), "").unwrap();
         std::fs::create_dir_all(lib.join("json")).unwrap();
         std::fs::write(site.join("enum.py"), "").unwrap();
-        std::fs::write(site.join("tabulate.py"), "").unwrap();
-        std::fs::create_dir_all(site.join("roman-4.2.dist-info")).unwrap();
+        std::fs::write(site.join("roman.py"), "").unwrap();
+        std::fs::create_dir_all(site.join("enum34-1.1.10.dist-info")).unwrap();
         let packages = PythonPackages {
             site_packages: site,
             lock_sha256: String::new(),
-            installed: vec![
-                "enum34==1.1.10".into(),
-                "roman==4.2".into(),
-                "six==1.17.0".into(),
-                "tabulate==0.9.0".into(),
-            ],
+            installed: vec!["enum34==1.1.10".into(), "roman==4.2".into()],
+            provided: Vec::new(),
         };
-        let notes = shadowed(&packages, Some(&data), Some(&lib));
-        assert_eq!(notes.len(), 2, "{notes:?}");
-        assert!(
-            notes[0].starts_with("tabulate==0.9.0: the data stack's tabulate 0.10.0"),
-            "{notes:?}"
-        );
-        assert!(notes[1].contains("interpreter's own `enum`"), "{notes:?}");
-        assert!(shadowed(&packages, None, None).is_empty());
-        // Before the install, from the list alone: a pinned other version
-        // and an unpinned requirement are said; the stack's own version is not.
-        let listed = ["tabulate==0.9.0", "six == 1.17.0", "SIX>=1", "roman==4.2"].map(String::from);
-        let notes = shadowed_requirements(&listed, &data);
-        assert_eq!(notes.len(), 2, "{notes:?}");
-        assert!(
-            notes[0].starts_with("tabulate==0.9.0: the data stack's tabulate 0.10.0"),
-            "{notes:?}"
-        );
-        assert!(
-            notes[1].starts_with("SIX>=1: the data stack's Six 1.17.0"),
-            "{notes:?}"
-        );
+        let notes = shadowed(&packages, Some(&lib));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("interpreter's own `enum`"), "{notes:?}");
+        assert!(shadowed(&packages, None).is_empty());
     }
 
     /// A central directory of `names` and its end record: what the zip

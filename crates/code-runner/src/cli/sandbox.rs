@@ -33,7 +33,18 @@ fn load(init: &Init) -> LoadedEngines {
     };
     // The worker installed the packages before starting this process: this
     // finds that install in the cache (no pip runs here).
-    let python = code_runner_python::install_packages(&init.python.packages)
+    // Resolved against the data stack exactly when the worker's was (the
+    // same interpreter, so the same install's key).
+    let on_stack = init.python.dir.is_none()
+        && match choice {
+            PythonInterpreter::Data => true,
+            PythonInterpreter::Lean => false,
+            PythonInterpreter::Auto => {
+                code_runner_python::Interpreter::Auto.resolved()
+                    == code_runner_python::Interpreter::Data
+            }
+        };
+    let python = code_runner_python::install_packages(&init.python.packages, on_stack)
         .and_then(|packages| {
             load_python(init.python.dir.clone(), choice, limits, packages.as_ref())
         })

@@ -157,10 +157,29 @@ fn operator_packages(config: &Config, python: &PythonOffer) -> Option<String> {
     if packages.is_empty() {
         return None;
     }
-    let shadowed = match python.shadowed.as_slice() {
+    // What the stack provides of the list (its headline packages aside,
+    // which the texts name anyway), and what it shadows.
+    const HEADLINE: [&str; 6] = [
+        "numpy",
+        "pandas",
+        "scipy",
+        "scikit-learn",
+        "statsmodels",
+        "matplotlib",
+    ];
+    let provided: Vec<&str> = python
+        .provided
+        .iter()
+        .map(String::as_str)
+        .filter(|p| !HEADLINE.iter().any(|h| p.split("==").next() == Some(*h)))
+        .collect();
+    let mut shadowed = match provided.as_slice() {
         [] => String::new(),
-        notes => format!(" (but {})", notes.join("; ")),
+        some => format!(" (from the data stack: {})", some.join(", ")),
     };
+    if !python.shadowed.is_empty() {
+        shadowed.push_str(&format!(" (but {})", python.shadowed.join("; ")));
+    }
     let mut named = packages
         .iter()
         .take(10)
@@ -275,6 +294,7 @@ mod tests {
     fn offer(data_stack: bool) -> PythonOffer {
         PythonOffer {
             data_stack,
+            provided: Vec::new(),
             shadowed: Vec::new(),
         }
     }
@@ -365,18 +385,19 @@ mod tests {
         assert!(!render(&Config::default(), &offer(false)).contains("secrets"));
     }
 
-    /// A listed package the interpreter shadows is named with what an
-    /// import really gives, in the guidance and in the tools' sentence.
+    /// What the stack provides of the list, and a module the interpreter
+    /// shadows, are said in the guidance and in the tools' sentence.
     #[test]
-    fn a_shadowed_package_is_said() {
+    fn provided_and_shadowed_packages_are_said() {
         let packages = Config {
-            python_packages: vec!["tabulate==0.9.0".into()],
+            python_packages: vec!["seaborn==0.13.2".into(), "enum34==1.1.10".into()],
             ..Config::default()
         };
         let python = PythonOffer {
             data_stack: true,
+            provided: vec!["numpy==2.5.2".into(), "seaborn==0.13.2".into()],
             shadowed: vec![
-                "tabulate==0.9.0: the data stack's tabulate 0.10.0 is what an import gives".into(),
+                "/packages/enum: the interpreter's own `enum` is what `import enum` gives".into(),
             ],
         };
         for text in [
@@ -385,7 +406,7 @@ mod tests {
         ] {
             assert!(
                 text.contains(
-                    "tabulate==0.9.0 (but tabulate==0.9.0: the data stack's tabulate 0.10.0"
+                    "seaborn==0.13.2, enum34==1.1.10 (from the data stack: seaborn==0.13.2) (but /packages/enum: the interpreter's own `enum`"
                 ),
                 "{text}"
             );

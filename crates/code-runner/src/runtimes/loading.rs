@@ -17,26 +17,28 @@ pub(crate) struct Loaded {
 }
 
 /// Installs the configuration's `python_packages` (or reuses their install)
-/// off the async threads; `None` when there are none.
+/// off the async threads, for the data interpreter (`on_stack`: resolved
+/// against its stack) or the lean one; `None` when there are none.
 ///
 /// # Errors
 /// `code-runner::engine` naming the package that failed and why: python
 /// does not serve without the packages it was told to offer (node does).
 pub(crate) async fn install_packages(
     config: &code_runner_core::Config,
+    on_stack: bool,
 ) -> Result<Option<code_runner_python::PythonPackages>, code_runner_core::RunnerError> {
     if config.python_packages.is_empty() {
         return Ok(None);
     }
     let requirements = config.python_packages.clone();
-    tokio::task::spawn_blocking(move || code_runner_python::install_packages(&requirements))
-        .await
-        .map_err(|err| {
-            code_runner_core::RunnerError::engine(format!(
-                "python_packages installer panicked: {err}"
-            ))
-        })?
-        .map_err(|err| code_runner_core::RunnerError::engine(err.to_string()))
+    tokio::task::spawn_blocking(move || {
+        code_runner_python::install_packages(&requirements, on_stack)
+    })
+    .await
+    .map_err(|err| {
+        code_runner_core::RunnerError::engine(format!("python_packages installer panicked: {err}"))
+    })?
+    .map_err(|err| code_runner_core::RunnerError::engine(err.to_string()))
 }
 
 /// Loads the python engine: the lean interpreter from `dir` when one is

@@ -17,8 +17,9 @@ use crate::helpers::lang::PYTHON_INTERPRETERS;
 use crate::helpers::{ServeProcess, binary, output_within};
 
 /// The list every data-interpreter test here configures (one image for all).
-/// (`tabulate==0.9.0` is one the data stack ships as 0.10.0: shadowed there.)
-const PACKAGES: &str = "python_packages: [\"roman==4.2\", \"humanize==4.9.0\", \"text-unidecode==1.3\", \"tabulate==0.9.0\"]\n";
+/// (`enum34` installs an `enum` module the interpreter's own library has:
+/// shadowed in both.)
+const PACKAGES: &str = "python_packages: [\"roman==4.2\", \"humanize==4.9.0\", \"text-unidecode==1.3\", \"enum34==1.1.10\"]\n";
 /// What a start that installs nothing new may take.
 const START_LIMIT: Duration = Duration::from_secs(300);
 
@@ -35,9 +36,9 @@ async fn a_pure_python_package_imports_in_one_shot_and_kept_runtimes_of_both_int
         assert_eq!(
             engines["python_packages"],
             json!([
+                "enum34==1.1.10",
                 "humanize==4.9.0",
                 "roman==4.2",
-                "tabulate==0.9.0",
                 "text-unidecode==1.3"
             ]),
             "{interpreter}: {}",
@@ -88,40 +89,27 @@ async fn a_pure_python_package_imports_in_one_shot_and_kept_runtimes_of_both_int
     }
 }
 
-/// A listed package the data stack ships in another version is shadowed
-/// (the stack wins over `/packages`), and that is said, not silent: in
-/// `/healthz`, in the run function's description; the lean interpreter,
-/// which has no tabulate, imports the pinned one.
+/// A listed package whose module the interpreter's own library has is
+/// shadowed (the standard library wins over `/packages`), and that is said,
+/// not silent: in `/healthz` and in the `run` tool's description a model
+/// reads over MCP.
 async fn shadowing_is_said(server: &Server, interpreter: &str, engines: &serde_json::Value) {
-    let data = interpreter.contains("data");
     let answer = server
-        .run("import tabulate\nresult = tabulate.__version__")
+        .run("import enum\nresult = enum.__file__.startswith('/packages')")
         .await;
-    let (version, notes) = match data {
-        true => ("0.10.0", 1),
-        false => ("0.9.0", 0),
-    };
     assert_eq!(
         answer.ok()["result"],
-        version,
+        false,
         "{interpreter}: {}",
         answer.body
     );
-    let shadowed = engines["python_packages_shadowed"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(shadowed.len(), notes, "{interpreter}: {engines}");
-    let functions = server.get("/v1/functions").await;
-    let text = functions.body.to_string();
-    let said = "tabulate==0.9.0: the data stack's tabulate 0.10.0 is what an import gives";
-    assert_eq!(text.contains(said), data, "{interpreter}: {text}");
-    if data {
-        assert!(
-            shadowed[0].as_str().unwrap_or_default().starts_with(said),
-            "{shadowed:?}"
-        );
-    }
+    let said = "/packages/enum: the interpreter's own `enum` is what `import enum` gives";
+    let shadowed = engines["python_packages_shadowed"].to_string();
+    assert!(shadowed.contains(said), "{interpreter}: {engines}");
+    let mut session = crate::mcp_tools::client::Session::open(&server.url).await;
+    let tools = serde_json::to_string(&session.tools().await).unwrap();
+    assert!(tools.contains(said), "{interpreter}: {tools}");
+    session.close().await;
 }
 
 /// With `isolation: process` the sandbox processes mount the install the
@@ -199,7 +187,8 @@ fn failed_prepare(yaml: &str) -> String {
 /// `/healthz`) say which package it could not install and why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compiled_wheel_is_refused_naming_the_package_and_why() {
-    const LIST: &str = "python_packages: [\"markupsafe==2.1.5\"]\n";
+    // (The lean interpreter: the data one has markupsafe in its stack.)
+    const LIST: &str = "python_interpreter: lean\npython_packages: [\"markupsafe==2.1.5\"]\n";
     let named = |text: &str| {
         assert!(text.contains("markupsafe==2.1.5 is refused"), "{text}");
         assert!(text.contains("compiled code"), "{text}");
@@ -236,6 +225,106 @@ async fn a_compiled_wheel_is_refused_naming_the_package_and_why() {
     named(&serve.log());
 }
 
+/// Issue 46: on the data interpreter pip resolves against the stack as it
+/// is: a pure package depending on numpy, pandas and matplotlib (folium)
+/// installs, with its own pure dependencies, and one the stack has
+/// (seaborn) is provided by it, reported, not installed; `/healthz` and the
+/// `run` tool's description say which is which.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pure_packages_that_depend_on_the_data_stack_install() {
+    let server = Server::with_config(
+        "python_interpreter: data\npython_packages: [\"seaborn==0.13.2\", \"folium==0.20.0\"]\n",
+    )
+    .await;
+    let health = server.get("/healthz").await;
+    let engines = &health.ok()["engines"];
+    let listed = |key: &str| {
+        engines[key]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_else(Vec::<String>::new)
+    };
+    let (installed, provided) = (
+        listed("python_packages"),
+        listed("python_packages_provided"),
+    );
+    assert!(
+        installed.contains(&"folium==0.20.0".to_string()),
+        "{engines}"
+    );
+    assert!(
+        installed.iter().any(|p| p.starts_with("branca==")),
+        "{engines}"
+    );
+    for stack in ["numpy", "pandas", "seaborn", "jinja2", "matplotlib"] {
+        assert!(
+            !installed
+                .iter()
+                .any(|p| p.to_lowercase().starts_with(&format!("{stack}=="))),
+            "{stack} installed: {engines}"
+        );
+    }
+    assert!(
+        provided.contains(&"seaborn==0.13.2".to_string()),
+        "{engines}"
+    );
+    assert!(
+        provided.iter().any(|p| p.starts_with("numpy==")),
+        "{engines}"
+    );
+    let answer = server
+        .run(
+            "import folium, seaborn, numpy\n\
+             m = folium.Map(location=[48.85, 2.35], zoom_start=12)\n\
+             folium.Marker([48.85, 2.35]).add_to(m)\n\
+             html = m.get_root().render()\n\
+             result = [folium.__version__, seaborn.__version__, folium.__file__.startswith('/packages'),\n\
+                       seaborn.__file__.startswith('/packages'), 'leaflet' in html]",
+        )
+        .await;
+    assert_eq!(
+        answer.ok()["result"],
+        json!(["0.20.0", "0.13.2", true, false, true]),
+        "{}",
+        answer.body
+    );
+    let mut session = crate::mcp_tools::client::Session::open(&server.url).await;
+    let tools = serde_json::to_string(&session.tools().await).unwrap();
+    assert!(tools.contains("(from the data stack: "), "{tools}");
+    assert!(
+        tools.contains("seaborn==0.13.2)") || tools.contains("seaborn==0.13.2,"),
+        "{tools}"
+    );
+    session.close().await;
+}
+
+/// Issue 46: a list the data stack cannot meet (a pin of another pandas)
+/// is refused naming the conflict and the stack's version; on the lean
+/// interpreter a pure package that needs pandas is refused naming what it
+/// needs and where that is.
+#[test]
+fn a_conflict_with_the_data_stack_is_refused_naming_it() {
+    let stderr = failed_prepare("python_interpreter: data\npython_packages: [\"pandas==2.0.0\"]\n");
+    assert!(
+        stderr.contains("pandas==2.0.0 cannot be installed on the data interpreter")
+            && stderr.contains("conflicts with the data stack")
+            && stderr.contains("pandas 3.0.6"),
+        "{stderr}"
+    );
+    let stderr =
+        failed_prepare("python_interpreter: lean\npython_packages: [\"pandas-flavor==0.8.1\"]\n");
+    assert!(
+        stderr.contains("(which pandas-flavor==0.8.1 needs) is refused")
+            && stderr.contains("python_interpreter: data"),
+        "{stderr}"
+    );
+}
+
 /// A name PyPI does not have: `prepare` fails naming it, and nothing
 /// half-built is left where a later start would take it as done.
 #[test]
@@ -245,8 +334,13 @@ fn an_unknown_package_is_refused_naming_it() {
         stderr.contains("code-runner-no-such-package-zq==1.0 cannot be installed"),
         "{stderr}"
     );
-    let key = code_runner_python::packages_dir(&["code-runner-no-such-package-zq==1.0".into()]);
-    assert!(!key.exists(), "{} was left behind", key.display());
+    for on_stack in [true, false] {
+        let key = code_runner_python::packages_dir(
+            &["code-runner-no-such-package-zq==1.0".into()],
+            on_stack,
+        );
+        assert!(!key.exists(), "{} was left behind", key.display());
+    }
 }
 
 /// An option smuggled in as a requirement is refused by validation, before
@@ -309,13 +403,13 @@ async fn the_same_list_is_reused_and_another_is_installed_afresh() {
     assert!(stderr.contains("python_packages: resolving"), "{stderr}");
     let installed = cache.path().join(format!(
         "python-packages-{}",
-        code_runner_python::packages_key(&other)
+        code_runner_python::packages_key(&other, false)
     ));
     let lock = std::fs::read_to_string(installed.join("lock.txt")).unwrap_or_default();
     assert!(lock.starts_with("roman==4.1 --hash=sha256:"), "{lock}");
     assert_ne!(
-        code_runner_python::packages_key(&other),
-        code_runner_python::packages_key(&["roman==4.2".to_string()])
+        code_runner_python::packages_key(&other, false),
+        code_runner_python::packages_key(&["roman==4.2".to_string()], false)
     );
 }
 
@@ -332,13 +426,13 @@ async fn the_server_answers_at_once_while_python_is_prepared() {
     // Installed first, so that releasing the lock below readies python at
     // once (the wait under test is the lock's, not PyPI's).
     let installing = list.clone();
-    tokio::task::spawn_blocking(move || code_runner_python::install_packages(&installing))
+    tokio::task::spawn_blocking(move || code_runner_python::install_packages(&installing, false))
         .await
         .unwrap()
         .unwrap();
     let lock_path = code_runner_python::maker_lock_path(
         &code_runner_python::cache_dir(),
-        &code_runner_python::packages_lock_entry(&list),
+        &code_runner_python::packages_lock_entry(&list, false),
     );
     let lock = std::fs::OpenOptions::new()
         .create(true)

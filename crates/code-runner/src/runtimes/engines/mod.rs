@@ -53,10 +53,12 @@ pub struct Engines {
     /// The operator's packages python imports from `/packages`, as
     /// `name==version`, once installed.
     python_packages: OnceLock<Vec<String>>,
-    /// Those the interpreter shadows, each with what an import really
-    /// gives: from the list alone at start, from the install once made
-    /// (see `code_runner_python::shadowed_packages`).
+    /// Modules of those the interpreter shadows, each with what an import
+    /// really gives, once installed (see `code_runner_python::shadowed_packages`).
     python_shadowed: Mutex<Vec<String>>,
+    /// What the list takes from the data stack instead of installing, as
+    /// `name==version`, once resolved.
+    python_provided: OnceLock<Vec<String>>,
     /// Python's load when it waits for a first use (a one-call process
     /// whose call is not python's makes no image).
     python_on_use: Mutex<Option<PythonLoad>>,
@@ -124,13 +126,8 @@ impl Engines {
             typescript_pool: OnceLock::new(),
             sandbox: OnceLock::new(),
             python_packages: OnceLock::new(),
-            python_shadowed: Mutex::new(match python_data && !config.python_packages.is_empty() {
-                true => code_runner_python::shadowed_requirements(
-                    &config.python_packages,
-                    &code_runner_python::default_data_dir(),
-                ),
-                false => Vec::new(),
-            }),
+            python_shadowed: Mutex::new(Vec::new()),
+            python_provided: OnceLock::new(),
             python_on_use: Mutex::new(None),
             wait: if eager { ENGINE_WAIT } else { ONE_CALL_WAIT },
             isolation: crate::runtimes::isolation::isolation(config),
@@ -434,6 +431,7 @@ impl Engines {
             "python_interpreter": self.python_interpreter.get(),
             "python_packages": self.python_packages.get().cloned().unwrap_or_default(),
             "python_packages_shadowed": self.shadowed_notes(),
+            "python_packages_provided": self.python_provided.get().cloned().unwrap_or_default(),
             "node": status(Lang::Node),
             "isolation": isolation,
         })

@@ -16,6 +16,9 @@ use crate::runtimes::loading::{install_packages, load_python};
 pub struct PythonOffer {
     /// Whether python runs the data stack.
     pub data_stack: bool,
+    /// What the operator's list takes from the data stack instead of
+    /// installing it, as `name==version`.
+    pub provided: Vec<String>,
     /// The operator's packages the interpreter shadows, each saying what an
     /// import really gives.
     pub shadowed: Vec<String>,
@@ -33,11 +36,15 @@ impl Engines {
         &self,
         config: &Config,
     ) -> Result<Option<code_runner_python::PythonPackages>, String> {
-        let installed = install_packages(config).await.map_err(|err| err.message);
+        let installed = install_packages(config, self.python_data)
+            .await
+            .map_err(|err| err.message);
         match &installed {
             Ok(packages) => {
                 let names = packages.as_ref().map(|p| p.installed.clone());
                 let _ = self.python_packages.set(names.unwrap_or_default());
+                let provided = packages.as_ref().map(|p| p.provided.clone());
+                let _ = self.python_provided.set(provided.unwrap_or_default());
                 if let Some(packages) = packages {
                     let shadowed = self.shadowed(packages);
                     for note in &shadowed {
@@ -54,14 +61,15 @@ impl Engines {
         installed
     }
 
-    /// The installed `packages` the interpreter python will run shadows.
+    /// The installed `packages`' modules the interpreter python will run shadows.
     fn shadowed(&self, packages: &code_runner_python::PythonPackages) -> Vec<String> {
-        let data_dir = self.python_data.then(code_runner_python::default_data_dir);
-        let library = match &data_dir {
-            Some(dir) => dir.join("lib").join("python315.zip"),
-            None => code_runner_python::default_snapshot_dir().join("lib"),
+        let library = match self.python_data {
+            true => code_runner_python::default_data_dir()
+                .join("lib")
+                .join("python315.zip"),
+            false => code_runner_python::default_snapshot_dir().join("lib"),
         };
-        code_runner_python::shadowed_packages(packages, data_dir.as_deref(), Some(&library))
+        code_runner_python::shadowed_packages(packages, Some(&library))
     }
 
     /// Starts loading python in this process, in the background: its
@@ -113,6 +121,7 @@ impl Engines {
     pub fn python_offer(&self) -> PythonOffer {
         PythonOffer {
             data_stack: self.python_has_data_stack(),
+            provided: self.python_provided.get().cloned().unwrap_or_default(),
             shadowed: self.shadowed_notes(),
         }
     }

@@ -175,6 +175,11 @@ fn operator_packages(config: &Config, python: &PythonOffer) -> Option<String> {
         .collect();
     let mut shadowed = match provided.as_slice() {
         [] => String::new(),
+        some if some.len() > 10 => format!(
+            " (from the data stack: {} and {} more)",
+            some[..10].join(", "),
+            some.len() - 10
+        ),
         some => format!(" (from the data stack: {})", some.join(", ")),
     };
     if !python.shadowed.is_empty() {

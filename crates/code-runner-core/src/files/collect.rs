@@ -125,7 +125,7 @@ impl Collection {
                 preview: None,
             })
             .collect();
-        out.extend(self.omitted.map(marker));
+        out.extend(self.omitted.map(CollectedFile::marker));
         out
     }
 }
@@ -223,17 +223,6 @@ fn named(items: &[String]) -> String {
     match items.len().saturating_sub(NAMED_SKIPS) {
         0 => shown,
         more => format!("{shown} and {more} more"),
-    }
-}
-
-fn marker(text: String) -> CollectedFile {
-    CollectedFile {
-        path: String::new(),
-        mime_type: "text/plain".into(),
-        size: 0,
-        base64: Some(text),
-        uri: None,
-        preview: None,
     }
 }
 

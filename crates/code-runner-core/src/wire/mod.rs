@@ -228,6 +228,21 @@ pub struct CollectedFile {
     pub preview: Option<String>,
 }
 
+impl CollectedFile {
+    /// The omission marker that ends a capped or partial list: `text` says
+    /// what was left out and why.
+    pub fn marker(text: String) -> CollectedFile {
+        CollectedFile {
+            path: String::new(),
+            mime_type: "text/plain".into(),
+            size: 0,
+            base64: Some(text),
+            uri: None,
+            preview: None,
+        }
+    }
+}
+
 /// The request of `code-runner::read_file`: a linked file's `uri`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

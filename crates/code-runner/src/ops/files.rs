@@ -72,12 +72,12 @@ impl RunFiles {
         let mut out: Vec<CollectedFile> = files.iter().map(|file| linked(&token, file)).collect();
         let ttl = std::time::Duration::from_secs(ops.config().idle_ttl_secs);
         if let Err(err) = ops.links.keep(&token, files, owner, ttl) {
-            out = vec![marker(format!(
+            out = vec![CollectedFile::marker(format!(
                 "<omitted: no file linked: {}>",
                 err.message
             ))];
         } else if let Some(omitted) = omitted {
-            out.push(marker(omitted));
+            out.push(CollectedFile::marker(omitted));
         }
         out
     }
@@ -138,15 +138,4 @@ fn preview(file: &Collected) -> Option<String> {
         shown.push('…');
     }
     Some(shown)
-}
-
-fn marker(text: String) -> CollectedFile {
-    CollectedFile {
-        path: String::new(),
-        mime_type: "text/plain".into(),
-        size: 0,
-        base64: Some(text),
-        uri: None,
-        preview: None,
-    }
 }

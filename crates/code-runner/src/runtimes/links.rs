@@ -234,6 +234,13 @@ impl State {
 /// unreserved set percent-encoded, `/` kept.
 pub fn uri(token: &str, path: &str) -> String {
     let mut uri = format!("{LINK_PREFIX}{token}/");
+    push_path(&mut uri, path);
+    uri
+}
+
+/// Appends `path` to `uri`, each byte outside the unreserved set
+/// percent-encoded, `/` kept.
+pub fn push_path(uri: &mut String, path: &str) {
     for byte in path.bytes() {
         match byte {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
@@ -242,7 +249,6 @@ pub fn uri(token: &str, path: &str) -> String {
             _ => uri.push_str(&format!("%{byte:02X}")),
         }
     }
-    uri
 }
 
 /// The token and the (decoded) path of a linked file's `uri`.

@@ -133,7 +133,7 @@ fn link(uri: &str, path: &str, mime: &str, size: Option<u64>) -> Resource {
 /// A collected file as a resource: `text` when its type is textual
 /// ([`is_textual`]) and its bytes are UTF-8, so a model reads it as it is;
 /// else its base64 as `blob`.
-fn resource(uri: String, mime: &str, base64: &str) -> ResourceContents {
+pub(super) fn resource(uri: String, mime: &str, base64: &str) -> ResourceContents {
     let text = is_textual(mime)
         .then(|| {
             base64::engine::general_purpose::STANDARD
@@ -151,16 +151,8 @@ fn resource(uri: String, mime: &str, base64: &str) -> ResourceContents {
 
 /// The URI of a collected file at `path` (relative, `/`-separated).
 pub fn file_uri(path: &str) -> String {
-    let mut uri = String::with_capacity(FILE_URI_PREFIX.len() + path.len());
-    uri.push_str(FILE_URI_PREFIX);
-    for byte in path.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
-                uri.push(char::from(byte));
-            }
-            _ => uri.push_str(&format!("%{byte:02X}")),
-        }
-    }
+    let mut uri = FILE_URI_PREFIX.to_string();
+    crate::runtimes::links::push_path(&mut uri, path);
     uri
 }
 

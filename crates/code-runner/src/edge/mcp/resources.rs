@@ -6,10 +6,8 @@
 //! a blob. `resources/list` lists nothing: a link is a capability handed
 //! to the one caller whose run made it, never advertised.
 
-use base64::Engine as _;
-use code_runner_core::files::is_textual;
 use rmcp::ErrorData as McpError;
-use rmcp::model::{ReadResourceRequestParams, ReadResourceResult, ResourceContents};
+use rmcp::model::{ReadResourceRequestParams, ReadResourceResult};
 use serde_json::{Value, json};
 
 use crate::bus::names::READ_FILE;
@@ -34,19 +32,6 @@ pub async fn read<A: Api>(
             _ => McpError::resource_not_found(err.message, Some(json!({ "uri": uri }))),
         })?;
     let field = |name: &str| answer.get(name).and_then(Value::as_str).unwrap_or_default();
-    let (mime, base64) = (field("mime_type"), field("base64"));
-    let text = is_textual(mime)
-        .then(|| {
-            base64::engine::general_purpose::STANDARD
-                .decode(base64)
-                .ok()
-        })
-        .flatten()
-        .and_then(|bytes| String::from_utf8(bytes).ok());
-    let contents = match text {
-        Some(text) => ResourceContents::text(text, uri.as_str()),
-        None => ResourceContents::blob(base64, uri.as_str()),
-    }
-    .with_mime_type(mime);
+    let contents = super::content::resource(uri, field("mime_type"), field("base64"));
     Ok(ReadResourceResult::new(vec![contents]))
 }

@@ -154,6 +154,20 @@ pub struct Config {
     /// compiled code refused, cached per list (default none). A package that
     /// cannot be installed stops the start. Applies at the next start.
     pub python_packages: Vec<String>,
+    /// npm packages every JavaScript and TypeScript runtime can import, as
+    /// `name@range` (`zod@3`, `lodash-es@4.17.21`; at most 64): resolved
+    /// with the host's npm into a lock with every tarball's integrity at
+    /// start, install scripts and native addons refused, bundled into ESM
+    /// and cached per list (default none). A package that cannot be
+    /// installed leaves node and typescript unavailable, naming it. Applies at the next start.
+    pub node_packages: Vec<String>,
+    /// The npm registry `node_packages` and `install` resolve from (default
+    /// the host npm's own, normally https://registry.npmjs.org/). Applies at the next start.
+    pub npm_registry: Option<String>,
+    /// Packages an agent may add to one kept runtime with
+    /// `code-runner::install`: package names (`tabulate`, `zod`, `@scope/name`)
+    /// or `*` for any; default empty, which turns `install` off. Applies to the next call.
+    pub install_allow: Vec<String>,
     /// Ceiling on a python request's `memory_mb` (default 512, at least 40). Applies at the next start.
     #[schemars(range(min = MIN_MEMORY_MB, max = MAX_MEMORY_MB_CEILING))]
     pub max_memory_mb: u64,
@@ -308,6 +322,9 @@ impl Default for Config {
             max_collect_bytes: DEFAULT_MAX_COLLECT_BYTES,
             python_interpreter: PythonInterpreter::Auto,
             python_packages: Vec::new(),
+            node_packages: Vec::new(),
+            npm_registry: None,
+            install_allow: Vec::new(),
             max_memory_mb: DEFAULT_MAX_MEMORY_MB,
             warm_pool: DEFAULT_WARM_POOL,
             isolation: Isolation::InProcess,

@@ -419,6 +419,24 @@ pub trait Runtime: Send + Sync {
         })
     }
 
+    /// Makes the packages installed at `dir` (by the worker, for this
+    /// runtime alone) importable from its next turn on, beside the
+    /// operator's; answers what they are, as `name@version` (node) or
+    /// `name==version` (python).
+    ///
+    /// # Errors
+    /// `invalid_request` for an engine that takes no packages; `engine`
+    /// when the install cannot be read.
+    fn add_packages(&self, dir: PathBuf) -> BoxFuture<'_, Result<Vec<String>, RunnerError>> {
+        let _ = dir;
+        Box::pin(async move {
+            Err(RunnerError::invalid(format!(
+                "a {} runtime here takes no added packages",
+                self.lang()
+            )))
+        })
+    }
+
     /// Whether the runtime is gone for good without being closed (its
     /// sandbox process died): every later turn faults, so its owner should
     /// let go of it. In-process runtimes never are.

@@ -1,6 +1,23 @@
 //! Host directories a runtime owns.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The cache directory the engines keep what they make once per machine in
+/// (python's images, both languages' packages): `$CODE_RUNNER_CACHE_DIR`,
+/// else `$XDG_CACHE_HOME/code-runner`, else `~/.cache/code-runner`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CODE_RUNNER_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("HOME")
+                .map(|home| PathBuf::from(home).join(".cache"))
+                .unwrap_or_else(std::env::temp_dir)
+        });
+    base.join("code-runner")
+}
 
 /// Creates `path` and any missing parents with mode 0700 on Unix (owner
 /// only), so other local users cannot read or write a runtime's `/work`.

@@ -33,6 +33,7 @@
 
 mod bindings;
 pub mod caps;
+pub mod child;
 mod code_runtime;
 mod config;
 pub mod cpu;
@@ -61,7 +62,7 @@ pub use engine::{
     TurnEnding, TurnImages, TurnOutcome, TurnSpec, TurnUsage, thread_cpu_ns,
 };
 pub use error::{ErrorCode, MAX_ERROR_MESSAGE_BYTES, PartialOutput, RunnerError, bound_message};
-pub use fs::create_private_dir;
+pub use fs::{cache_dir, create_private_dir};
 pub use settle::{
     MAX_RESULT_NOTE_BYTES, Settled, ValuePolicy, cap_images, settle_completion, settle_response,
 };

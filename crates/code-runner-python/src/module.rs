@@ -34,20 +34,7 @@ const HTTP_PY: &str = include_str!("../guest/_iii_http.py");
 /// Environment variable naming the snapshot directory explicitly.
 pub const PYTHON_DIR_ENV: &str = "CODE_RUNNER_PYTHON_DIR";
 
-/// The cache directory: `$CODE_RUNNER_CACHE_DIR`, else `$XDG_CACHE_HOME/code-runner`, else `~/.cache/code-runner`.
-pub fn cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CODE_RUNNER_CACHE_DIR") {
-        return PathBuf::from(dir);
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            std::env::var_os("HOME")
-                .map(|home| PathBuf::from(home).join(".cache"))
-                .unwrap_or_else(std::env::temp_dir)
-        });
-    base.join("code-runner")
-}
+pub use code_runner_core::cache_dir;
 
 /// The snapshot's key: 16 hex digits of the sha256 over the tool's pin and
 /// the runner's sources, computed exactly as `scripts/fetch-python-wasm` does.

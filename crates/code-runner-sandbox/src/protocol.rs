@@ -152,6 +152,13 @@ impl Report {
 pub struct Init {
     /// The python engine's inputs.
     pub python: PythonInit,
+    /// The operator's `node_packages` (installed by the worker before it
+    /// started the child, found in the cache) and their registry.
+    #[serde(default)]
+    pub node_packages: Vec<String>,
+    /// The registry the list was resolved from (part of its cache key).
+    #[serde(default)]
+    pub npm_registry: Option<String>,
     /// Directories the runtimes write (python's `/work`, node's `iii.files`): read-write.
     pub writable: Vec<PathBuf>,
     /// Directories the engines read at run time (the python artifacts and caches): read-only.

@@ -21,7 +21,7 @@ use crate::state::{ObjectPrototype, SharedIo};
 use crate::watchdog::Watch;
 
 /// The bootstrap: `prelude.js`, `inspect.js`, `format.js`, `clone.js`, `limits.js`,
-/// `url.js`, `fetch.js` and `bootstrap.js` inside one function, so nothing they
+/// `url.js`, `fetch.js`, `node.js` and `bootstrap.js` inside one function, so nothing they
 /// declare lands in the global scope.
 const BOOTSTRAP: &str = concat!(
     "((globalThis) => {\n\"use strict\";\n",
@@ -32,6 +32,7 @@ const BOOTSTRAP: &str = concat!(
     include_str!("js/limits.js"),
     include_str!("js/url.js"),
     include_str!("js/fetch.js"),
+    include_str!("js/node.js"),
     include_str!("js/bootstrap.js"),
     "\n})(globalThis);\n"
 );
@@ -149,6 +150,7 @@ pub fn boot(
     limits: IsolateLimits,
     io: &SharedIo,
     watch: &Arc<Watch>,
+    packages: Vec<Arc<crate::packages::PackageSet>>,
 ) -> Result<Isolate, String> {
     let external = ExternalBudget::new(limits.external_mb);
     let heap_bytes = usize::try_from(limits.heap_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
@@ -156,7 +158,7 @@ pub fn boot(
         .heap_limits(0, heap_bytes)
         .array_buffer_allocator(heap::allocator(&external));
     let max_source = codegen::max_source_units(limits.heap_mb);
-    let loader = Rc::new(ScratchLoader::new(io.clone(), max_source));
+    let loader = Rc::new(ScratchLoader::new(io.clone(), max_source, packages));
     let mut runtime = JsRuntime::try_new(RuntimeOptions {
         create_params: Some(params),
         module_loader: Some(loader.clone()),

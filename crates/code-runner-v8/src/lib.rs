@@ -50,10 +50,12 @@ mod codegen;
 mod convert;
 mod files;
 mod heap;
+mod imports;
 mod isolate;
 mod loader;
 mod ops;
 mod overshoot;
+pub mod packages;
 mod reserve;
 mod state;
 mod strip;
@@ -113,6 +115,7 @@ pub struct V8Engine {
     snapshot: &'static [u8],
     files_namespace: Option<String>,
     lang: Lang,
+    packages: Option<Arc<packages::PackageSet>>,
 }
 
 impl std::fmt::Debug for V8Engine {
@@ -137,6 +140,7 @@ impl V8Engine {
             snapshot,
             files_namespace: None,
             lang: Lang::Node,
+            packages: None,
         })
     }
 
@@ -157,6 +161,18 @@ impl V8Engine {
     pub fn files_namespace(mut self, global: impl Into<String>) -> Self {
         self.files_namespace = Some(global.into());
         self
+    }
+
+    /// Makes the operator's npm packages importable in every runtime.
+    #[must_use]
+    pub fn packages(mut self, set: Arc<packages::PackageSet>) -> Self {
+        self.packages = Some(set);
+        self
+    }
+
+    /// The operator's npm packages, if any.
+    pub fn package_set(&self) -> Option<&Arc<packages::PackageSet>> {
+        self.packages.as_ref()
     }
 
     /// Bytes of the startup snapshot.
@@ -187,6 +203,7 @@ impl V8Engine {
             options,
             files_namespace: self.files_namespace.clone(),
             typescript: self.lang == Lang::TypeScript,
+            packages: self.packages.iter().cloned().collect(),
             host,
             watch: watch.clone(),
         };
@@ -326,10 +343,48 @@ impl Runtime for V8Runtime {
         })
     }
 
+    fn add_packages(
+        &self,
+        dir: std::path::PathBuf,
+    ) -> BoxFuture<'_, Result<Vec<String>, RunnerError>> {
+        Box::pin(async move {
+            let label = format!(
+                "added-{}",
+                ADDED_SETS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            );
+            let set = tokio::task::spawn_blocking(move || packages::PackageSet::open(&dir, &label))
+                .await
+                .map_err(|err| {
+                    RunnerError::engine(format!("reading the packages panicked: {err}"))
+                })?
+                .map_err(RunnerError::engine)?;
+            let set = Arc::new(set);
+            let names = set.listed.iter().map(ToString::to_string).collect();
+            let _serial = self.turn_lock.lock().await;
+            let sender = self
+                .commands
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let closed = || RunnerError::new(ErrorCode::Expired, "the runtime was closed");
+            let sender = sender.ok_or_else(closed)?;
+            let (reply, answer) = oneshot::channel();
+            sender
+                .send(Command::AddPackages(set, reply))
+                .await
+                .map_err(|_| closed())?;
+            answer.await.map_err(|_| closed())?;
+            Ok(names)
+        })
+    }
+
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(self.shutdown())
     }
 }
+
+/// Numbers the package sets `install` adds, for their module URLs.
+static ADDED_SETS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Drop for V8Runtime {
     fn drop(&mut self) {

@@ -1,5 +1,8 @@
 //! The ES module loader: modules come from the runtime's scratch directory
-//! (files written with `iii.files`) and nowhere else.
+//! (files written with `iii.files`), the runtime's npm package sets
+//! ([`crate::packages`]: bare specifiers such as `zod`, served under
+//! `code-runner:pkg/<set>/<file>`) and the small Node surface
+//! (`node:buffer` …, under `code-runner:node/<name>`), and nowhere else.
 //!
 //! A specifier is a bare file name, optionally `./`-prefixed
 //! (`import('./util.js')`, `import 'util.js'`); it resolves to `file:///<name>`,
@@ -12,19 +15,27 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
+use std::sync::Arc;
+
 use deno_core::{
     ModuleLoadOptions, ModuleLoadReferrer, ModuleLoadResponse, ModuleLoader, ModuleSource,
     ModuleSourceCode, ModuleSpecifier, ModuleType, RequestedModuleType, ResolutionKind,
+    SourceCodeCacheInfo,
 };
 use deno_error::JsErrorBox;
 
 use crate::files;
+use crate::packages::{self, CodeCache, PackageSet};
 use crate::state::SharedIo;
 
 /// The script name of the bootstrap, the only referrer allowed to import handler modules.
 pub const BOOTSTRAP_NAME: &str = "[code-runner]";
 /// The scheme of handler modules.
 const DEFINE_PREFIX: &str = "code-runner:define/";
+/// The scheme of bundled package files: `code-runner:pkg/<set>/<file>`.
+const PACKAGE_PREFIX: &str = "code-runner:pkg/";
+/// The scheme of the provided Node modules: `code-runner:node/<name>`.
+const NODE_PREFIX: &str = "code-runner:node/";
 /// The name a handler module's `handler` binding is re-exported under
 /// (`HANDLER_EXPORT` in the bootstrap).
 const HANDLER_EXPORT: &str = "__code_runner_handler__";
@@ -35,16 +46,105 @@ pub struct ScratchLoader {
     defines: RefCell<HashMap<String, String>>,
     /// Longest module source compiled, in bytes ([`crate::codegen::max_source_units`]).
     max_source: usize,
+    /// The package sets bare specifiers resolve in, in order: the
+    /// operator's, then those `install` added to this runtime.
+    packages: RefCell<Vec<Arc<PackageSet>>>,
 }
 
 impl ScratchLoader {
     /// A loader over `io`'s scratch directory.
-    pub fn new(io: SharedIo, max_source: usize) -> Self {
+    pub fn new(io: SharedIo, max_source: usize, packages: Vec<Arc<PackageSet>>) -> Self {
         ScratchLoader {
             io,
             defines: RefCell::new(HashMap::new()),
             max_source,
+            packages: RefCell::new(packages),
         }
+    }
+
+    /// Adds a package set, after those already there.
+    pub fn add_packages(&self, set: Arc<PackageSet>) {
+        self.packages.borrow_mut().push(set);
+    }
+
+    /// The set labelled `label`.
+    fn set(&self, label: &str) -> Option<Arc<PackageSet>> {
+        self.packages
+            .borrow()
+            .iter()
+            .find(|set| set.label() == label)
+            .cloned()
+    }
+
+    /// Resolves a specifier that is no scratch path: a file of the
+    /// referrer's package set, a provided Node module, or a package.
+    /// `Ok(None)`: none of these (a scratch file name, perhaps).
+    fn resolve_package(
+        &self,
+        specifier: &str,
+        referrer: &str,
+    ) -> Result<Option<ModuleSpecifier>, JsErrorBox> {
+        let parse = |url: String| {
+            ModuleSpecifier::parse(&url)
+                .map(Some)
+                .map_err(|_| refuse(specifier))
+        };
+        if let (Some(within), Some(file)) = (
+            referrer.strip_prefix(PACKAGE_PREFIX),
+            specifier.strip_prefix("./"),
+        ) {
+            let label = within.split('/').next().unwrap_or_default();
+            return match self.set(label).and_then(|set| set.file(file)) {
+                Some(_) => parse(format!("{PACKAGE_PREFIX}{label}/{file}")),
+                None => Err(refuse(specifier)),
+            };
+        }
+        match packages::node_module(specifier) {
+            Ok(Some(name)) => return parse(format!("{NODE_PREFIX}{name}")),
+            Ok(None) => {}
+            Err(why) => return Err(JsErrorBox::type_error(why)),
+        }
+        if specifier.starts_with('.') || specifier.starts_with('/') || specifier.contains(':') {
+            return Ok(None);
+        }
+        let sets = self.packages.borrow();
+        for set in sets.iter() {
+            if let Some(file) = set.module(specifier) {
+                return parse(format!("{PACKAGE_PREFIX}{}/{file}", set.label()));
+            }
+        }
+        // A bare name no package provides: a scratch file if there is one.
+        let scratch =
+            file_name(specifier).is_some_and(|name| self.io.borrow().scratch.size(&name).is_ok());
+        if scratch {
+            return Ok(None);
+        }
+        Err(JsErrorBox::type_error(unknown_package(specifier, &sets)))
+    }
+
+    /// A package file's or a Node module's source, with its code-cache info.
+    #[allow(clippy::type_complexity)]
+    fn load_package(
+        &self,
+        url: &str,
+    ) -> Option<Result<(Arc<str>, Option<SourceCodeCacheInfo>), JsErrorBox>> {
+        if let Some(name) = url.strip_prefix(NODE_PREFIX) {
+            return Some(
+                packages::node_module_source(name)
+                    .map(|code| (Arc::from(code), None))
+                    .ok_or_else(|| refuse(url)),
+            );
+        }
+        let within = url.strip_prefix(PACKAGE_PREFIX)?;
+        let (label, file) = within.split_once('/')?;
+        let found = self.set(label).and_then(|set| set.file(file));
+        Some(found.ok_or_else(|| refuse(url)).map(|(source, key)| {
+            let cache = SourceCodeCacheInfo {
+                hash: key,
+                data: CodeCache::get(key),
+            };
+            (source, Some(cache))
+        }))
     }
 
     /// The longest module source this loader compiles, in bytes.
@@ -69,6 +169,26 @@ impl ScratchLoader {
         defines.insert(plain.clone(), source);
         (named, plain)
     }
+}
+
+/// The error for a bare specifier that names nothing: what there is.
+fn unknown_package(specifier: &str, sets: &[Arc<PackageSet>]) -> String {
+    let quoted: String = specifier.chars().take(files::MAX_NAME_BYTES).collect();
+    let listed: Vec<String> = sets
+        .iter()
+        .flat_map(|set| set.listed.iter().map(ToString::to_string))
+        .collect();
+    let offered = if listed.is_empty() {
+        "this worker provides no npm packages (an operator lists them in node_packages)".to_string()
+    } else {
+        format!(
+            "the packages this runtime can import are {}",
+            listed.join(", ")
+        )
+    };
+    format!(
+        "cannot import {quoted:?}: it is not a package here, nor a file written with iii.files; {offered}"
+    )
 }
 
 fn refuse(specifier: &str) -> JsErrorBox {
@@ -118,6 +238,16 @@ fn percent_decode(text: &str) -> Option<String> {
 }
 
 impl ModuleLoader for ScratchLoader {
+    fn code_cache_ready(
+        &self,
+        _specifier: ModuleSpecifier,
+        hash: u64,
+        code_cache: &[u8],
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> {
+        CodeCache::put(hash, code_cache);
+        Box::pin(std::future::ready(()))
+    }
+
     fn resolve(
         &self,
         specifier: &str,
@@ -129,6 +259,9 @@ impl ModuleLoader for ScratchLoader {
                 return Err(refuse(specifier));
             }
             return ModuleSpecifier::parse(specifier).map_err(|_| refuse(specifier));
+        }
+        if let Some(url) = self.resolve_package(specifier, referrer)? {
+            return Ok(url);
         }
         let name = file_name(specifier).ok_or_else(|| refuse(specifier))?;
         let mut url = ModuleSpecifier::parse("file:///").map_err(|_| refuse(specifier))?;
@@ -146,6 +279,16 @@ impl ModuleLoader for ScratchLoader {
         options: ModuleLoadOptions,
     ) -> ModuleLoadResponse {
         let text = specifier.as_str();
+        if let Some(found) = self.load_package(text) {
+            return ModuleLoadResponse::Sync(found.map(|(code, cache)| {
+                ModuleSource::new(
+                    ModuleType::JavaScript,
+                    ModuleSourceCode::String(code.into()),
+                    specifier,
+                    cache,
+                )
+            }));
+        }
         let source = if text.starts_with(DEFINE_PREFIX) {
             self.defines
                 .borrow_mut()

@@ -166,6 +166,7 @@ pub fn launch(
             if source.len() > isolate.loader.max_source() {
                 return Launch::Failed(too_long(source.len(), isolate.loader.max_source()));
             }
+            let source = crate::imports::hoist(&source, true).unwrap_or(source);
             return match crate::strip::program(&source) {
                 Ok(code) => {
                     launch_program(runtime, marker, &code, TS_PROGRAM_NAME, &internals.noop)
@@ -174,6 +175,7 @@ pub fn launch(
             };
         }
         Task::Program(source) => {
+            let source = crate::imports::hoist(&source, false).unwrap_or(source);
             return launch_program(runtime, marker, &source, PROGRAM_NAME, &internals.noop);
         }
         Task::Define { key, source } => {

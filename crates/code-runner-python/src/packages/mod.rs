@@ -23,9 +23,8 @@
 //! installed), and one the stack cannot meet is refused naming the conflict.
 //! The lean interpreter has no stack, and refuses them naming why.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -240,52 +239,26 @@ fn run_installer(
 ) -> Result<(), PythonError> {
     let python = std::env::var(PIP_PYTHON_ENV).unwrap_or_else(|_| "python3".into());
     let fail = |what: String| PythonError::Unavailable(format!("python_packages: {what}"));
-    let mut child = Command::new(&python)
-        .arg("-c")
-        .arg(INSTALLER)
-        .arg(out)
-        .arg(wheels)
-        .arg(TARGET_PYTHON)
-        .arg(stack.map_or_else(|| std::ffi::OsString::from("-"), |m| m.as_os_str().to_owned()))
-        .args(requirements)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|err| {
-            fail(format!(
-                "cannot run {python} (pip installs the packages; set {PIP_PYTHON_ENV} to a python3 with pip): {err}"
+    let finished = code_runner_core::child::run_bounded(
+        Command::new(&python)
+            .arg("-c")
+            .arg(INSTALLER)
+            .arg(out)
+            .arg(wheels)
+            .arg(TARGET_PYTHON)
+            .arg(stack.map_or_else(
+                || std::ffi::OsString::from("-"),
+                |m| m.as_os_str().to_owned(),
             ))
-        })?;
-    let stderr = child.stderr.take();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(stderr) = stderr {
-            let mut bounded = stderr.take(MAX_STDERR_BYTES);
-            let _ = bounded.read_to_string(&mut text);
-            // Drain the rest so the child never blocks on a full pipe.
-            let _ = std::io::copy(&mut bounded.into_inner(), &mut std::io::sink());
-        }
-        text
-    });
-    let deadline = Instant::now() + INSTALL_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(fail(format!(
-                    "installing {} took over {} s; stopped",
-                    requirements.join(" "),
-                    INSTALL_TIMEOUT.as_secs()
-                )));
-            }
-            Err(err) => return Err(fail(format!("waiting for the installer: {err}"))),
-        }
-    };
-    let text = reader.join().unwrap_or_default();
+            .args(requirements),
+        &format!(
+            "{python} (pip installs the packages; set {PIP_PYTHON_ENV} to a python3 with pip)"
+        ),
+        INSTALL_TIMEOUT,
+        MAX_STDERR_BYTES,
+    )
+    .map_err(|why| fail(format!("installing {}: {why}", requirements.join(" "))))?;
+    let (status, text) = (finished.status, finished.stderr);
     if status.success() {
         return Ok(());
     }
@@ -295,15 +268,8 @@ fn run_installer(
         .find(|line| line.starts_with("python_packages:"))
         .map(str::to_string)
         .unwrap_or_else(|| {
-            let tail: String = text
-                .chars()
-                .rev()
-                .take(2000)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect();
-            format!("the installer failed ({status}): {}", tail.trim())
+            let tail = code_runner_core::child::tail(&text, 2000);
+            format!("the installer failed ({status}): {tail}")
         });
     Err(PythonError::Unavailable(message))
 }

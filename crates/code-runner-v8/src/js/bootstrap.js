@@ -551,6 +551,26 @@ async function invoke(key, payloadJson) {
 
 const { guardShared } = installLimits(core, globalThis);
 
+// node.js's modules, made on first import: the loader's `code-runner:node/<name>`
+// sources ask for them under this registered symbol (read-only, not enumerable).
+ObjectDefineProperty(globalThis, Symbol.for("code-runner.node"), {
+  __proto__: null,
+  value: makeNode(inspect, format),
+});
+// A named `import` in turn code (imports.rs): the export, else the property
+// of a CommonJS package's `default`, else V8's link-time SyntaxError.
+ObjectDefineProperty(globalThis, Symbol.for("code-runner.binding"), {
+  __proto__: null,
+  value: (namespace, name, specifier) => {
+    if (name in namespace) return namespace[name];
+    const fallback = namespace.default;
+    if (fallback !== null && (typeof fallback === "object" || typeof fallback === "function") && name in fallback) {
+      return fallback[name];
+    }
+    throw new SyntaxError(`The requested module '${specifier}' does not provide an export named '${name}'`);
+  },
+});
+
 ObjectDefineProperty(globalThis, "__code_runner__", {
   value: ObjectFreeze({
     install,

@@ -241,6 +241,15 @@ mod stack;
 
 pub use guard::guard;
 
+/// Runs `parse` (swc over a source of `len` bytes that passed [`guard`]) on
+/// a stack deep enough for it; `None` if none could be had.
+pub fn run_on_stack<T: Send + 'static>(
+    len: usize,
+    parse: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    stack::run(len, parse)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

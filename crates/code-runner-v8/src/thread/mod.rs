@@ -37,6 +37,9 @@ pub enum Command {
         Vec<code_runner_core::files::InputFile>,
         oneshot::Sender<Result<(), crate::files::FilesError>>,
     ),
+    /// Make a package set importable in this runtime, now and after an
+    /// isolate is replaced.
+    AddPackages(Arc<crate::packages::PackageSet>, oneshot::Sender<()>),
 }
 
 /// Everything a runtime thread needs.
@@ -49,6 +52,9 @@ pub struct Boot {
     pub files_namespace: Option<String>,
     /// Whether programs and handler sources are TypeScript, stripped before compiling.
     pub typescript: bool,
+    /// The package sets bare specifiers resolve in: the operator's, then
+    /// the ones `install` added.
+    pub packages: Vec<Arc<crate::packages::PackageSet>>,
     /// Where binding calls run.
     pub host: tokio::runtime::Handle,
     /// This runtime's side of the watchdog.
@@ -150,7 +156,13 @@ impl Engine {
                 external_mb: self.boot.options.external_mb,
             };
             self.boot.watch.reset_heap();
-            let isolate = isolate::boot(self.boot.snapshot, limits, &self.io, &self.boot.watch)?;
+            let isolate = isolate::boot(
+                self.boot.snapshot,
+                limits,
+                &self.io,
+                &self.boot.watch,
+                self.boot.packages.clone(),
+            )?;
             self.installed = None;
             self.isolate = Some(isolate);
         }
@@ -172,6 +184,13 @@ impl Engine {
                     Some(Command::Turn(spec, reply)) => self.start(spec, reply),
                     Some(Command::PutFiles(files, reply)) => {
                         let _ = reply.send(self.io.borrow_mut().scratch.put(&files));
+                    }
+                    Some(Command::AddPackages(set, reply)) => {
+                        if let Some(isolate) = self.isolate.as_ref() {
+                            isolate.loader.add_packages(set.clone());
+                        }
+                        self.boot.packages.push(set);
+                        let _ = reply.send(());
                     }
                     None => {
                         closed = true;

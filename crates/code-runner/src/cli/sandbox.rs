@@ -10,7 +10,7 @@ use code_runner_core::{Engine, Lang, PythonInterpreter};
 use code_runner_sandbox::Init;
 use code_runner_sandbox::child::LoadedEngines;
 
-use crate::runtimes::engines::FILES_NAMESPACE;
+use crate::runtimes::engines::{FILES_NAMESPACE, open_node_packages};
 use crate::runtimes::loading::load_python;
 
 /// Serves as a sandbox process until the worker closes the socket.
@@ -50,9 +50,14 @@ fn load(init: &Init) -> LoadedEngines {
         })
         .map(|(engine, _)| Arc::new(engine) as Arc<dyn Engine>)
         .map_err(|err| err.to_string());
+    let node_packages = open_node_packages(&init.node_packages, init.npm_registry.as_deref());
     let v8 = code_runner_v8::V8Engine::new()
         .map(|engine| engine.files_namespace(FILES_NAMESPACE))
-        .map_err(|err| err.to_string());
+        .map_err(|err| err.to_string())
+        .and_then(|engine| match node_packages? {
+            Some(set) => Ok(engine.packages(set)),
+            None => Ok(engine),
+        });
     let node = v8.clone().map(|engine| Arc::new(engine) as Arc<dyn Engine>);
     let typescript = v8.map(|engine| Arc::new(engine.typescript()) as Arc<dyn Engine>);
     vec![

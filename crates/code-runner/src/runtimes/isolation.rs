@@ -101,6 +101,8 @@ pub(crate) async fn load(
                 max_memory_mb: config.max_memory_mb,
                 packages: config.python_packages.clone(),
             },
+            node_packages: config.node_packages.clone(),
+            npm_registry: config.npm_registry.clone(),
             writable,
             readable: python_dir
                 .into_iter()

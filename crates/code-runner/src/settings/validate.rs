@@ -85,6 +85,34 @@ fn check_packages(config: &Config) -> Result<(), RunnerError> {
         code_runner_python::check_requirement(requirement)
             .map_err(|err| RunnerError::invalid(format!("config key {err}")))?;
     }
+    let node = &config.node_packages;
+    if node.len() > code_runner_v8::packages::MAX_PACKAGES {
+        return Err(RunnerError::invalid(format!(
+            "config key `node_packages`: {} entries (at most {})",
+            node.len(),
+            code_runner_v8::packages::MAX_PACKAGES
+        )));
+    }
+    for spec in node {
+        code_runner_v8::packages::check_spec(spec)
+            .map_err(|err| RunnerError::invalid(format!("config key `node_packages`: {err}")))?;
+    }
+    if let Some(registry) = &config.npm_registry
+        && !(registry.starts_with("https://") || registry.starts_with("http://"))
+    {
+        return Err(RunnerError::invalid(format!(
+            "config key `npm_registry`: {registry:?} is not an http(s) URL"
+        )));
+    }
+    for name in &config.install_allow {
+        let spec_ok = code_runner_v8::packages::check_spec(name).is_ok()
+            && code_runner_v8::packages::split_spec(name).1.is_none();
+        if name != "*" && !spec_ok {
+            return Err(RunnerError::invalid(format!(
+                "config key `install_allow`: {name:?} is not a package name or `*`"
+            )));
+        }
+    }
     Ok(())
 }
 
@@ -166,6 +194,9 @@ mod tests {
             refusal(json!({"python_packages": ["a @ https://x/a.whl"]}))
                 .contains("python_packages")
         );
+        assert!(refusal(json!({"node_packages": ["x@git+https://h/x"]})).contains("node_packages"));
+        assert!(refusal(json!({"install_allow": ["Bad Name"]})).contains("install_allow"));
+        assert!(refusal(json!({"npm_registry": "file:///x"})).contains("npm_registry"));
         let secret = json!({"egress_secrets": {"bad-name": {"env": "X", "hosts": ["a.example"]}}});
         assert!(refusal(secret).contains("bad-name"));
         let secret = json!({"egress_secrets": {"T": {"env": "X", "hosts": []}}});

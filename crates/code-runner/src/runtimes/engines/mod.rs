@@ -16,7 +16,10 @@ use crate::runtimes::pool::WarmPool;
 use crate::runtimes::ready::{Cell, State};
 use crate::runtimes::workdir::WorkDir;
 
+mod node;
 mod python;
+
+pub(crate) use node::open_node_packages;
 
 use python::PythonLoad;
 pub use python::PythonOffer;
@@ -62,6 +65,8 @@ pub struct Engines {
     /// Python's load when it waits for a first use (a one-call process
     /// whose call is not python's makes no image).
     python_on_use: Mutex<Option<PythonLoad>>,
+    /// The operator's npm packages as `name@version`, once installed.
+    node_packages: OnceLock<Vec<String>>,
     /// How long a run waits for its engine while it loads: [`ENGINE_WAIT`]
     /// for a server (a client hears what is being prepared, then
     /// `capacity`); an hour for a process that makes one call (its user
@@ -129,6 +134,7 @@ impl Engines {
             python_shadowed: Mutex::new(Vec::new()),
             python_provided: OnceLock::new(),
             python_on_use: Mutex::new(None),
+            node_packages: OnceLock::new(),
             wait: if eager { ENGINE_WAIT } else { ONE_CALL_WAIT },
             isolation: crate::runtimes::isolation::isolation(config),
             runtimes_dir,
@@ -147,6 +153,7 @@ impl Engines {
                 tokio::spawn(async move {
                     let runtimes_dir = started.runtimes_dir.clone();
                     let packages = started.install(&load.config).await;
+                    let node_packages = started.install_node(&load.config).await;
                     let loaded = crate::runtimes::isolation::load(
                         &load.config,
                         load.python_dir,
@@ -160,6 +167,15 @@ impl Engines {
                         Err(why) => Loaded {
                             python: Err(why),
                             python_interpreter: None,
+                            ..loaded
+                        },
+                        Ok(_) => loaded,
+                    };
+                    let loaded = match node_packages {
+                        // Python serves; node says which package failed.
+                        Err(why) => Loaded {
+                            node: Err(why.clone()),
+                            typescript: Err(why),
                             ..loaded
                         },
                         Ok(_) => loaded,
@@ -226,11 +242,18 @@ impl Engines {
         warm_pool: bool,
         warm_up_bindings: &F,
     ) {
+        let packages = self.install_node(config).await;
         let v8 = tokio::task::spawn_blocking(code_runner_v8::V8Engine::new)
             .await
             .map_err(|err| format!("node engine loader panicked: {err}"))
             .and_then(|loaded| loaded.map_err(|err| err.to_string()))
-            .map(|engine| engine.files_namespace(FILES_NAMESPACE));
+            .and_then(|engine| {
+                let engine = engine.files_namespace(FILES_NAMESPACE);
+                match packages? {
+                    Some(set) => Ok(engine.packages(set)),
+                    None => Ok(engine),
+                }
+            });
         if let Err(why) = &v8 {
             tracing::warn!("node engine unavailable: {why}");
         }
@@ -433,6 +456,7 @@ impl Engines {
             "python_packages_shadowed": self.shadowed_notes(),
             "python_packages_provided": self.python_provided.get().cloned().unwrap_or_default(),
             "node": status(Lang::Node),
+            "node_packages": self.node_packages(),
             "isolation": isolation,
         })
     }

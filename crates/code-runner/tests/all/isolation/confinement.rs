@@ -159,6 +159,8 @@ async fn a_confined_process_is_refused_socket_execve_and_host_files() {
                 max_memory_mb: 128,
                 packages: Vec::new(),
             },
+            node_packages: Vec::new(),
+            npm_registry: None,
             writable: vec![temp.path().to_path_buf()],
             readable: Vec::new(),
             data_limit_mb: None,

@@ -229,6 +229,20 @@ fn handle(state: &Arc<State>, message: ToChild) {
         ToChild::PutFiles { id, runtime, paths } => {
             put_files(state, id, runtime, paths, Vec::new())
         }
+        ToChild::AddPackages { id, runtime, dir } => {
+            let state = state.clone();
+            tokio::spawn(async move {
+                let found = lock(&state.runtimes).get(&runtime).cloned();
+                let added = match found {
+                    Some(found) => found.add_packages(dir).await,
+                    None => Err(code_runner_core::RunnerError::engine(format!(
+                        "no runtime {runtime} in this sandbox process"
+                    ))),
+                };
+                let added = added.map_err(|err| ErrorWire::from(&err));
+                state.send(Frame::new(FromChild::PackagesAdded { id, added }));
+            });
+        }
         ToChild::Abort { turn } => {
             if let Some(signal) = lock(&state.aborts).get(&turn) {
                 signal.abort();

@@ -316,7 +316,7 @@ fn dispatch(conn: &Arc<Conn>, frame: Frame<FromChild>) {
             (TURN, *turn)
         }
         FromChild::Closed { runtime } => (CLOSE, *runtime),
-        FromChild::FilesPut { id, .. } => (FILES, *id),
+        FromChild::FilesPut { id, .. } | FromChild::PackagesAdded { id, .. } => (FILES, *id),
         FromChild::Begun { turn } => {
             if let Some(ctx) = lock(&conn.turns).get(turn) {
                 ctx.begun.store(true, Ordering::SeqCst);

@@ -231,6 +231,17 @@ pub enum ToChild {
         /// The files' paths.
         paths: Vec<String>,
     },
+    /// Make the packages installed at `dir` (by the worker, in the cache
+    /// this process reads) importable in runtime `runtime`. Answered with
+    /// `PackagesAdded`.
+    AddPackages {
+        /// The request's id (the reply's id).
+        id: u64,
+        /// The runtime's handle.
+        runtime: u64,
+        /// The install's directory.
+        dir: std::path::PathBuf,
+    },
     /// Stop turn `turn`.
     Abort {
         /// The turn's id.
@@ -261,6 +272,13 @@ pub enum ToChild {
 /// Sandbox process → worker.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum FromChild {
+    /// The answer to `AddPackages`: what was added, or why not.
+    PackagesAdded {
+        /// The request's id.
+        id: u64,
+        /// The packages, as the engine names them.
+        added: Result<Vec<String>, ErrorWire>,
+    },
     /// The answer to `PutFiles`.
     FilesPut {
         /// The request's id.

@@ -406,6 +406,45 @@ impl Runtime for SandboxRuntime {
         })
     }
 
+    /// One `AddPackages` frame: the child reads the install from the cache.
+    fn add_packages(
+        &self,
+        dir: std::path::PathBuf,
+    ) -> BoxFuture<'_, Result<Vec<String>, RunnerError>> {
+        Box::pin(async move {
+            let gone = |why: String| {
+                RunnerError::new(
+                    code_runner_core::ErrorCode::Expired,
+                    format!("the runtime ended before its packages were added ({why})"),
+                )
+            };
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(gone("closed".into()));
+            }
+            let id = self.pool.next_id();
+            let Some(reply) = self.conn.expect(FILES, id) else {
+                return Err(gone(self.conn.death()));
+            };
+            let message = ToChild::AddPackages {
+                id,
+                runtime: self.handle,
+                dir,
+            };
+            if !self.conn.send(message) {
+                self.conn.forget(FILES, id);
+                return Err(gone(self.conn.death()));
+            }
+            let _forget = ForgetOnDrop(&self.conn, id);
+            match reply.await {
+                Ok(Frame {
+                    header: FromChild::PackagesAdded { added, .. },
+                    ..
+                }) => added.map_err(Into::into),
+                _ => Err(gone(self.conn.death())),
+            }
+        })
+    }
+
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             if self.closed.load(Ordering::SeqCst) {

@@ -218,6 +218,7 @@ impl V8Engine {
             watch,
             turn_lock: tokio::sync::Mutex::new(()),
             stopped: tokio::sync::Mutex::new(Some(stopped_rx)),
+            added: Mutex::new((0, 0)),
         };
         match ready_rx.await {
             Ok(Ok(())) => Ok(Arc::new(runtime)),
@@ -259,6 +260,8 @@ pub struct V8Runtime {
     /// Serializes programs and definitions; invokes pass (see [`thread`]).
     turn_lock: tokio::sync::Mutex<()>,
     stopped: tokio::sync::Mutex<Option<oneshot::Receiver<()>>>,
+    /// Package sets `install` added, and their bytes.
+    added: Mutex<(usize, u64)>,
 }
 
 impl V8Runtime {
@@ -361,6 +364,26 @@ impl Runtime for V8Runtime {
             let set = Arc::new(set);
             let names = set.listed.iter().map(ToString::to_string).collect();
             let _serial = self.turn_lock.lock().await;
+            {
+                let mut added = self.added.lock().unwrap_or_else(|p| p.into_inner());
+                if added.0 >= packages::MAX_ADDED
+                    || added.1 + set.bytes() > packages::MAX_ADDED_BYTES
+                {
+                    return Err(RunnerError::new(
+                        ErrorCode::ResourceExhausted,
+                        format!(
+                            "a runtime takes at most {} installs and {} MiB of bundled packages; this one has {} ({} MiB) and this install is {} MiB",
+                            packages::MAX_ADDED,
+                            packages::MAX_ADDED_BYTES >> 20,
+                            added.0,
+                            added.1 >> 20,
+                            set.bytes() >> 20
+                        ),
+                    ));
+                }
+                added.0 += 1;
+                added.1 += set.bytes();
+            }
             let sender = self
                 .commands
                 .lock()

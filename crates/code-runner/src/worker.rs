@@ -309,8 +309,8 @@ impl crate::edge::api::Api for Worker {
         Worker::config(self)
     }
 
-    fn python_offer(&self) -> crate::runtimes::engines::PythonOffer {
-        self.inner.ops.engines.python_offer()
+    fn offer(&self) -> crate::runtimes::engines::Offer {
+        self.inner.ops.engines.offer()
     }
 
     fn changes(&self) -> tokio::sync::watch::Receiver<u64> {

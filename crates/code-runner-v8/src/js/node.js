@@ -481,7 +481,7 @@ function makeNode(inspect, format) {
       isGeneratorFunction: (v) => tag(v) === "[object GeneratorFunction]" || tag(v) === "[object AsyncGeneratorFunction]",
     };
     const util = {
-      format,
+      format: (...args) => format(args),
       inspect: withCustom,
       promisify,
       callbackify: (original) => function (...args) {

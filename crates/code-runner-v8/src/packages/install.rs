@@ -333,8 +333,10 @@ fn build(
     )?;
     let lock_path = project.join("package-lock.json");
     let lock = read_bounded(&lock_path, MAX_LOCK_BYTES)?;
-    let installed = check_lock(&lock)?;
+    // Addons first: a `binding.gyp` makes npm mark an install script too,
+    // and the addon is the reason to name.
     check_tree(&project.join("node_modules"))?;
+    let installed = check_lock(&lock)?;
     let script = tmp.join("bundle.mjs");
     std::fs::write(&script, BUNDLER).map_err(|e| e.to_string())?;
     let mut bundle = Command::new(std::env::var(NODE_ENV).unwrap_or_else(|_| "node".into()));

@@ -33,6 +33,10 @@ pub use install::{MAX_PACKAGES, NODE_ENV, NPM_ENV, Request, check_spec, install,
 /// The most bytes and files one set may hold in memory.
 const MAX_SET_BYTES: u64 = 256 << 20;
 const MAX_SET_FILES: usize = 50_000;
+/// The most package sets `install` adds to one runtime, and their bytes.
+pub const MAX_ADDED: usize = 8;
+/// The most bytes of bundled code all the sets added to one runtime hold.
+pub const MAX_ADDED_BYTES: u64 = 64 << 20;
 /// The most compiled code the process keeps for package files.
 const MAX_CODE_CACHE_BYTES: usize = 256 << 20;
 
@@ -66,6 +70,8 @@ pub struct PackageSet {
     modules: HashMap<String, String>,
     /// Bundled file → its source and code-cache key.
     files: HashMap<String, (Arc<str>, u64)>,
+    /// Bytes of bundled code.
+    bytes: u64,
 }
 
 impl PackageSet {
@@ -145,6 +151,7 @@ impl PackageSet {
                 .to_string(),
             modules,
             files,
+            bytes,
         })
     }
 
@@ -161,6 +168,11 @@ impl PackageSet {
     /// A bundled file's source and code-cache key.
     pub fn file(&self, name: &str) -> Option<(Arc<str>, u64)> {
         self.files.get(name).cloned()
+    }
+
+    /// Bytes of bundled code it holds.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// How many importable specifiers it has.

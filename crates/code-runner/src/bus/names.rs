@@ -12,6 +12,8 @@ pub const REGISTER_FUNCTION: &str = "code-runner::register_function";
 pub const RELEASE: &str = "code-runner::release";
 /// `code-runner::resume`: goes on with a run suspended on a call that waits for approval.
 pub const RESUME: &str = "code-runner::resume";
+/// Packages an agent asks for, added to one kept runtime (host only).
+pub const INSTALL: &str = "code-runner::install";
 /// `code-runner::read_file`: a linked file's bytes by its uri.
 pub const READ_FILE: &str = "code-runner::read_file";
 /// `code-runner::describe`: declarations of what guest code may call (code mode).

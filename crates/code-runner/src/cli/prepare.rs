@@ -35,7 +35,7 @@ pub async fn prepare(data_dir: Option<PathBuf>, config: Option<&Path>) -> anyhow
     let say = |text: &str| {
         let _ = writeln!(std::io::stderr().lock(), "prepare: {text}");
     };
-    say("installing the configuration's python packages (when it names any)");
+    say("installing the configuration's python and node packages (when it names any)");
     let engines = Engines::start(&config, None, temp.path().join("runtimes"), false, |_| {
         Bindings::default()
     })

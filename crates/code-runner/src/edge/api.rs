@@ -50,7 +50,7 @@ pub trait Api: Clone + Send + Sync + 'static {
 
     /// What python offers (the data stack, shadowed packages), for what
     /// tool descriptions promise.
-    fn python_offer(&self) -> crate::runtimes::engines::PythonOffer;
+    fn offer(&self) -> crate::runtimes::engines::Offer;
 
     /// Wakes on every change of the bus's listing (not on a function
     /// registered again as it was).

@@ -20,7 +20,7 @@ use crate::bus::Function;
 use crate::bus::names::INJECT_GUIDANCE;
 use crate::ops::egress::EgressState;
 use crate::ops::{Ops, handler};
-use crate::runtimes::engines::{Engines, PythonOffer};
+use crate::runtimes::engines::{Engines, Offer};
 use crate::settings::Settings;
 
 /// The guidance, with `{key}` placeholders for configuration values.
@@ -80,7 +80,7 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
             schema_of::<PreGenerateEvent>(),
             schema_of::<PreGenerateResponse>(),
             handler(ops, |(settings, engines): (Arc<Settings>, Arc<Engines>), payload| async move {
-                Ok(hook(&settings.in_force(), &engines.python_offer(), payload))
+                Ok(hook(&settings.in_force(), &engines.offer(), payload))
             }),
         )
         .internal(),
@@ -88,7 +88,7 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
 }
 
 /// The hook's answer to `payload` under `config`.
-fn hook(config: &Config, python: &PythonOffer, payload: Value) -> Value {
+fn hook(config: &Config, python: &Offer, payload: Value) -> Value {
     let no_op = PreGenerateMutations::default();
     let mutations = if !config.inject_guidance {
         no_op
@@ -152,7 +152,7 @@ fn secrets(config: &Config) -> String {
 
 /// The operator's `python_packages` as the texts name them (at most ten,
 /// then a count), or `None` when there are none.
-fn operator_packages(config: &Config, python: &PythonOffer) -> Option<String> {
+fn operator_packages(config: &Config, python: &Offer) -> Option<String> {
     let packages = &config.python_packages;
     if packages.is_empty() {
         return None;
@@ -198,10 +198,48 @@ fn operator_packages(config: &Config, python: &PythonOffer) -> Option<String> {
     Some(named)
 }
 
+/// The operator's npm packages as the texts name them (at most ten, then a
+/// count): as installed (`name@version`), or as listed while they install;
+/// `None` when there are none.
+fn npm_packages(config: &Config, offer: &Offer) -> Option<String> {
+    let packages = match offer.node_packages.is_empty() {
+        true => &config.node_packages,
+        false => &offer.node_packages,
+    };
+    if packages.is_empty() {
+        return None;
+    }
+    let mut named = packages
+        .iter()
+        .take(10)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if packages.len() > 10 {
+        named.push_str(&format!(" and {} more", packages.len() - 10));
+    }
+    Some(named)
+}
+
+/// What JavaScript imports beyond its own library, as a clause the texts
+/// append (empty when the operator listed no npm packages).
+fn npm_clause(config: &Config, offer: &Offer) -> String {
+    npm_packages(config, offer).map_or(String::new(), |named| {
+        format!(
+            "; JavaScript and TypeScript import the operator's npm packages {named} (`import {{ z }} from 'zod'`)"
+        )
+    })
+}
+
 /// What the sandbox offers and refuses, as the tool and function texts say
 /// it: the network `egress_allow` opens, the data stack when python runs it,
 /// and the operator's `python_packages`.
-pub fn sandbox_sentence(config: &Config, python: &PythonOffer) -> String {
+pub fn sandbox_sentence(config: &Config, python: &Offer) -> String {
+    let sentence = python_sentence(config, python);
+    sentence + &npm_clause(config, python)
+}
+
+fn python_sentence(config: &Config, python: &Offer) -> String {
     let network = network(config);
     let extra = operator_packages(config, python);
     match (python.data_stack, extra) {
@@ -222,8 +260,19 @@ pub fn sandbox_sentence(config: &Config, python: &PythonOffer) -> String {
     }
 }
 
-/// The guidance's last line: the network, and what can and cannot be imported.
-fn packages_line(config: &Config, python: &PythonOffer) -> String {
+/// The guidance's last line: the network, and what can and cannot be
+/// imported, with the operator's npm packages when there are any.
+fn packages_line(config: &Config, python: &Offer) -> String {
+    let line = python_packages_line(config, python);
+    match npm_packages(config, python) {
+        None => line,
+        Some(named) => format!(
+            "{line} JavaScript and TypeScript can import these npm packages the operator installed (`import {{ z }} from 'zod'`, subpath exports, `await import()`): {named}."
+        ),
+    }
+}
+
+fn python_packages_line(config: &Config, python: &Offer) -> String {
     let data_stack = python.data_stack;
     let network = network(config);
     let network = network[..1].to_uppercase() + &network[1..];
@@ -251,7 +300,7 @@ fn packages_line(config: &Config, python: &PythonOffer) -> String {
 
 /// The guidance block with the configuration's numbers filled in, for a
 /// worker whose python runs the data stack or not.
-pub fn render(config: &Config, python: &PythonOffer) -> String {
+pub fn render(config: &Config, python: &Offer) -> String {
     let cap = |bytes: u64| match bytes {
         0 => "its cap (none is set now)".to_string(),
         bytes => format!("{bytes} bytes"),
@@ -296,11 +345,10 @@ fn inject(prompt: &str, block: &str) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn offer(data_stack: bool) -> PythonOffer {
-        PythonOffer {
+    fn offer(data_stack: bool) -> Offer {
+        Offer {
             data_stack,
-            provided: Vec::new(),
-            shadowed: Vec::new(),
+            ..Offer::default()
         }
     }
     use serde_json::json;
@@ -398,8 +446,9 @@ mod tests {
             python_packages: vec!["seaborn==0.13.2".into(), "enum34==1.1.10".into()],
             ..Config::default()
         };
-        let python = PythonOffer {
+        let python = Offer {
             data_stack: true,
+            node_packages: Vec::new(),
             provided: vec!["numpy==2.5.2".into(), "seaborn==0.13.2".into()],
             shadowed: vec![
                 "/packages/enum: the interpreter's own `enum` is what `import enum` gives".into(),
@@ -501,5 +550,25 @@ mod tests {
                 .unwrap()
                 .starts_with(BEGIN)
         );
+    }
+
+    /// The operator's npm packages are named in both texts: as listed while
+    /// they install, then with the versions installed.
+    #[test]
+    fn npm_packages_are_named() {
+        let config = Config {
+            node_packages: vec!["zod@3".into(), "lodash-es@4.17.21".into()],
+            ..Config::default()
+        };
+        let listed = offer(false);
+        assert!(render(&config, &listed).contains("npm packages the operator installed"));
+        assert!(render(&config, &listed).contains("zod@3, lodash-es@4.17.21"));
+        let installed = Offer {
+            node_packages: vec!["zod@3.25.76".into()],
+            ..offer(true)
+        };
+        let sentence = sandbox_sentence(&config, &installed);
+        assert!(sentence.contains("npm packages zod@3.25.76"), "{sentence}");
+        assert!(!sandbox_sentence(&Config::default(), &offer(true)).contains("npm packages"));
     }
 }

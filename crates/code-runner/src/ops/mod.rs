@@ -11,6 +11,7 @@ pub(crate) mod guest;
 pub(crate) mod guidance;
 pub(crate) mod host_work;
 pub(crate) mod info;
+pub(crate) mod install;
 pub(crate) mod invoke;
 pub(crate) mod knobs;
 pub(crate) mod namespaces;
@@ -160,6 +161,7 @@ pub(crate) fn functions(ops: &Arc<Ops>) -> Vec<(&'static str, Function)> {
         register::function(ops),
         describe::function(ops),
         resume::function(ops),
+        install::function(ops),
         read_file::function(ops),
     ];
     all.extend(configuration::functions(ops));

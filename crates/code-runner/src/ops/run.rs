@@ -31,8 +31,7 @@ use crate::runtimes::lineage::Lasting;
 
 /// `code-runner::run`, for the composition root.
 pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
-    let sandbox =
-        crate::ops::guidance::sandbox_sentence(&ops.config(), &ops.engines.python_offer());
+    let sandbox = crate::ops::guidance::sandbox_sentence(&ops.config(), &ops.engines.offer());
     (
         RUN,
         Function::new(

@@ -172,7 +172,7 @@ impl<A: Api> ServerHandler for McpServer<A> {
         Ok(ListToolsResult::with_all_items(tools::tools(
             &listing,
             &self.api.config(),
-            &self.api.python_offer(),
+            &self.api.offer(),
             follow::viewer(&self.api, &roots),
         )))
     }

@@ -1,7 +1,7 @@
 //! Which bus functions are MCP tools, under which names.
 //!
-//! The six operations are `run`, `teardown`, `register_function`,
-//! `describe`, `resume` and `read_file`, each with a title and MCP's
+//! The seven operations are `run`, `teardown`, `register_function`,
+//! `describe`, `resume`, `read_file` and `install`, each with a title and MCP's
 //! annotations. A
 //! published function (`register_function`, node's `iii.registerFunction`)
 //! is a tool while it lives, named by its id with every `::` written `.`:
@@ -26,10 +26,10 @@ use serde_json::{Value, json};
 
 use super::clean::{GUEST_MARK, MAX_GUEST_DESCRIPTION_CHARS, clean, clean_value};
 use crate::bus::Listing;
-use crate::bus::names::{DESCRIBE, READ_FILE, REGISTER_FUNCTION, RESUME, RUN, TEARDOWN};
+use crate::bus::names::{DESCRIBE, INSTALL, READ_FILE, REGISTER_FUNCTION, RESUME, RUN, TEARDOWN};
 use crate::bus::naming::FunctionId;
 use crate::ids::RuntimeKey;
-use crate::runtimes::engines::PythonOffer;
+use crate::runtimes::engines::Offer;
 
 /// Who lists the tools: which guest-published functions it sees.
 #[derive(Debug, Clone, Copy)]
@@ -52,13 +52,14 @@ impl Viewer<'_> {
 pub const MAX_TOOL_NAME: usize = 128;
 
 /// The operations, by tool name.
-const OPERATIONS: [(&str, &str); 6] = [
+const OPERATIONS: [(&str, &str); 7] = [
     ("run", RUN),
     ("teardown", TEARDOWN),
     ("register_function", REGISTER_FUNCTION),
     ("describe", DESCRIBE),
     ("resume", RESUME),
     ("read_file", READ_FILE),
+    ("install", INSTALL),
 ];
 
 /// The bus function a tool name calls, if it names one.
@@ -85,12 +86,7 @@ pub fn is_operation(id: &str) -> bool {
 
 /// The tools over `listing` that `viewer` sees: the operations, then every
 /// published function that is a tool, by name.
-pub fn tools(
-    listing: &Listing,
-    config: &Config,
-    python: &PythonOffer,
-    viewer: Viewer,
-) -> Vec<Tool> {
+pub fn tools(listing: &Listing, config: &Config, python: &Offer, viewer: Viewer) -> Vec<Tool> {
     let mut tools = Vec::new();
     for (name, id) in OPERATIONS {
         if let Some(info) = listing.functions.iter().find(|f| f.function_id == id) {
@@ -171,6 +167,13 @@ fn operation_annotations(name: &str) -> (&'static str, ToolAnnotations) {
         "register_function" => ("Publish a function", false, false, true, false),
         "describe" => ("Declare what code may call", true, false, true, false),
         "read_file" => ("Read a linked file", true, false, true, false),
+        "install" => (
+            "Install packages into a kept runtime",
+            false,
+            false,
+            true,
+            true,
+        ),
         _ => ("Resume a suspended run", false, false, false, true),
     };
     let annotations = ToolAnnotations::with_title(title)
@@ -303,8 +306,25 @@ fn drop_unknown_formats(schema: &mut Value, depth: usize) {
     }
 }
 
+/// The operator's `install_allow`, as the install tool names it.
+fn allowed_names(allow: &[String]) -> String {
+    if allow.iter().any(|name| name == "*") {
+        return "any package".to_string();
+    }
+    let mut named = allow
+        .iter()
+        .take(20)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if allow.len() > 20 {
+        named.push_str(&format!(" and {} more", allow.len() - 20));
+    }
+    named
+}
+
 /// What a model needs to use an operation well, with the caps in force.
-fn operation_text(name: &str, config: &Config, python: &PythonOffer) -> String {
+fn operation_text(name: &str, config: &Config, python: &Offer) -> String {
     let cap = |bytes: u64| match bytes {
         0 => "no cap".to_string(),
         bytes => format!("{bytes} bytes"),
@@ -336,6 +356,13 @@ fn operation_text(name: &str, config: &Config, python: &PythonOffer) -> String {
              its payload checked against the function's schema first. query keeps the functions whose id, \
              name or description holds every word of it: search first on a host with many functions."
             .to_string(),
+        "install" => match config.install_allow.is_empty() {
+            true => "Add packages to a kept runtime. Off on this worker: the operator allows no packages (install_allow is empty), so every call is refused.".to_string(),
+            false => format!(
+                "Add packages to a kept runtime (runtime_id from a keep: true run): requirements are pip requirements for a python runtime (\"tabulate==0.9.0\": pure-Python wheels only) or npm packages for node and typescript (\"zod@3\"). The operator allows: {}. They import from that runtime's next run on; other runtimes do not see them.",
+                allowed_names(&config.install_allow)
+            ),
+        },
         "resume" => "Go on with a run that answered `suspended`: its code called a function that \
              waits for a person's approval. Ask the person, then pass the run's runtime_id and \
              suspended.call_id with approve true (the call proceeds) or false (the code's call fails \

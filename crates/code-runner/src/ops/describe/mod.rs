@@ -28,9 +28,11 @@ use serde_json::Value;
 use crate::bus::names::DESCRIBE;
 use crate::bus::payload::parse;
 use crate::bus::{CallError, Caller, Function, bridge};
-use crate::ops::{Ops, Reach, handler_as, host_work};
+use crate::ops::{Ops, Reach, Slice, handler_as, host_work};
 use schema::Ty;
-pub(crate) use wire::{Clash, DescribeLang, DescribeRequest, DescribeResponse, Described};
+pub(crate) use wire::{
+    Clash, DescribeLang, DescribeRequest, DescribeResponse, Described, Packages,
+};
 
 /// Most bytes of one function's declaration; past it, its signature with
 /// `unknown` types.
@@ -74,12 +76,38 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
     )
 }
 
+/// What `describe` reaches: the functions, and the packages each language
+/// imports (named beside the declarations).
+pub(crate) struct Describing {
+    reach: Reach,
+    packages: Packages,
+}
+
+impl Slice for Describing {
+    fn of(ops: &Arc<Ops>) -> Self {
+        let config = ops.config();
+        let offer = ops.engines.offer();
+        let javascript = match offer.node_packages.is_empty() {
+            true => config.node_packages.clone(),
+            false => offer.node_packages,
+        };
+        Describing {
+            reach: Reach::of(ops),
+            packages: Packages {
+                javascript,
+                python: config.python_packages.clone(),
+            },
+        }
+    }
+}
+
 /// `code-runner::describe`.
 pub(crate) async fn describe(
-    reach: Reach,
+    describing: Describing,
     payload: Value,
     caller: Caller,
 ) -> Result<Value, CallError> {
+    let Describing { reach, packages } = describing;
     let request: DescribeRequest = parse(payload)?;
     request.check()?;
     let mut all = callables(&reach, LIST_TIMEOUT).await;
@@ -88,8 +116,11 @@ pub(crate) async fn describe(
     let mut chosen = select(&request, all);
     with_schemas(&reach, &mut chosen, LIST_TIMEOUT).await;
     drop(reach);
-    let job =
-        move || serde_json::to_value(answer(&request, &chosen, clashes)).unwrap_or(Value::Null);
+    let job = move || {
+        let mut answered = answer(&request, &chosen, clashes);
+        answered.packages = packages;
+        serde_json::to_value(answered).unwrap_or(Value::Null)
+    };
     Ok(host_work::run(&caller, "describing functions", job).await?)
 }
 
@@ -339,6 +370,7 @@ fn answer(
             .map(|(name, function_ids)| Clash { name, function_ids })
             .collect(),
         omitted,
+        packages: Packages::default(),
     }
 }
 

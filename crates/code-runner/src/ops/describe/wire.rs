@@ -81,6 +81,20 @@ pub struct DescribeResponse {
     /// their size bound (narrow with `query` or `function_ids`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub omitted: usize,
+    /// The packages guest code can import beside its language's own
+    /// library: the operator's `node_packages` (`name@version` once
+    /// installed) and `python_packages` (as listed).
+    #[serde(default)]
+    pub packages: Packages,
+}
+
+/// The operator's packages, per language.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Packages {
+    /// What `import` finds in JavaScript and TypeScript.
+    pub javascript: Vec<String>,
+    /// What `import` finds in python (beside the data stack, when it runs).
+    pub python: Vec<String>,
 }
 
 fn is_zero(n: &usize) -> bool {

@@ -176,6 +176,23 @@ impl Runtime for Bounded {
         })
     }
 
+    /// In turn order.
+    fn add_packages(
+        &self,
+        dir: std::path::PathBuf,
+    ) -> BoxFuture<'_, Result<Vec<String>, code_runner_core::RunnerError>> {
+        Box::pin(async move {
+            let _turn = self.order.lock().await;
+            if self.runtime.is_gone() || self.lost.load(Ordering::SeqCst) {
+                return Err(code_runner_core::RunnerError::new(
+                    code_runner_core::ErrorCode::Expired,
+                    "the runtime ended before its packages were added",
+                ));
+            }
+            self.runtime.add_packages(dir).await
+        })
+    }
+
     /// In turn order, and within [`FILES_GRACE`]: a runtime that does not
     /// take its files in that time is discarded.
     fn put_files(

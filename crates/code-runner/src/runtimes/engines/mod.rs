@@ -21,8 +21,8 @@ mod python;
 
 pub(crate) use node::open_node_packages;
 
+pub use python::Offer;
 use python::PythonLoad;
-pub use python::PythonOffer;
 
 /// The binding namespace the node engine attaches `iii.files` to.
 pub const FILES_NAMESPACE: &str = "iii";

@@ -10,10 +10,12 @@ use code_runner_core::{Config, Engine};
 use super::Engines;
 use crate::runtimes::loading::{install_packages, load_python};
 
-/// What python offers beyond the standard library, for the texts a model
-/// reads (tool descriptions, guidance).
+/// What the runtimes offer beyond each language's own library, for the
+/// texts a model reads (tool descriptions, guidance, `describe`).
 #[derive(Debug, Clone, Default)]
-pub struct PythonOffer {
+pub struct Offer {
+    /// The operator's npm packages as `name@version`, once installed.
+    pub node_packages: Vec<String>,
     /// Whether python runs the data stack.
     pub data_stack: bool,
     /// What the operator's list takes from the data stack instead of
@@ -117,9 +119,10 @@ impl Engines {
             .clone()
     }
 
-    /// What python offers, as the texts a model reads say it.
-    pub fn python_offer(&self) -> PythonOffer {
-        PythonOffer {
+    /// What the runtimes offer, as the texts a model reads say it.
+    pub fn offer(&self) -> Offer {
+        Offer {
+            node_packages: self.node_packages(),
             data_stack: self.python_has_data_stack(),
             provided: self.python_provided.get().cloned().unwrap_or_default(),
             shadowed: self.shadowed_notes(),

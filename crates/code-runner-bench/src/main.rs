@@ -16,6 +16,7 @@ mod egress;
 mod isolation;
 mod measure;
 mod native;
+mod packages;
 mod profiles;
 mod report;
 mod soak;
@@ -64,6 +65,10 @@ pub struct BenchArgs {
     /// in-process, RSS per sandbox process, and the time to replace a dead one.
     #[arg(long)]
     pub isolation: bool,
+    /// Instead of the figures: the set-up of five npm packages in a fresh cache, their bundle
+    /// sizes, and the CPU of a one-shot importing each (first, then warm) against a bare one.
+    #[arg(long)]
+    pub node_packages: bool,
 }
 
 /// How many of each thing to do.
@@ -140,6 +145,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let data = tempfile::Builder::new()
         .prefix("code-runner-bench-")
         .tempdir()?;
+    if args.node_packages {
+        let figures = packages::measure(plan.latency.min(50), data.path()).await?;
+        std::fs::write(&args.out, serde_json::to_string_pretty(&figures)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.isolation {
         let figures = isolation::compare(plan.latency, data.path()).await?;
         std::fs::write(&args.out, serde_json::to_string_pretty(&figures)?)?;

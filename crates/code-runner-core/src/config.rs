@@ -74,7 +74,7 @@ pub const MAX_SANDBOX_PROCESSES: usize = 256;
 /// Every other key is captured when the engines boot and cannot be rebound
 /// under live runtimes: a change to one is saved at once and applies at the
 /// next start.
-pub const NEXT_CALL_KEYS: [&str; 19] = [
+pub const NEXT_CALL_KEYS: [&str; 20] = [
     "max_result_bytes",
     "max_stream_bytes",
     "max_images",
@@ -94,6 +94,7 @@ pub const NEXT_CALL_KEYS: [&str; 19] = [
     "egress_max_in_flight",
     "egress_secrets",
     "approval_required",
+    "install_allow",
 ];
 
 /// The worker's configuration, read from YAML or JSON; every key is optional.

@@ -123,11 +123,7 @@ impl ScratchLoader {
     }
 
     /// A package file's or a Node module's source, with its code-cache info.
-    #[allow(clippy::type_complexity)]
-    fn load_package(
-        &self,
-        url: &str,
-    ) -> Option<Result<(Arc<str>, Option<SourceCodeCacheInfo>), JsErrorBox>> {
+    fn load_package(&self, url: &str) -> Option<Result<PackageSource, JsErrorBox>> {
         if let Some(name) = url.strip_prefix(NODE_PREFIX) {
             return Some(
                 packages::node_module_source(name)
@@ -170,6 +166,9 @@ impl ScratchLoader {
         (named, plain)
     }
 }
+
+/// A package file's or a Node module's source, with its code-cache info.
+type PackageSource = (Arc<str>, Option<SourceCodeCacheInfo>);
 
 /// The error for a bare specifier that names nothing: what there is.
 fn unknown_package(specifier: &str, sets: &[Arc<PackageSet>]) -> String {

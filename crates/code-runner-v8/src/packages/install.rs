@@ -120,6 +120,15 @@ pub fn split_spec(spec: &str) -> (&str, Option<&str>) {
 /// version, an integrity mismatch, an install script, a native addon, a
 /// bound), or npm's or node's absence.
 pub fn install(request: &Request<'_>) -> Result<PathBuf, String> {
+    install_in(request, &code_runner_core::cache_dir())
+}
+
+/// [`install`] under the cache root `root` (the benchmark measures a cold
+/// set-up in a fresh one).
+///
+/// # Errors
+/// As [`install`].
+pub fn install_in(request: &Request<'_>, root: &Path) -> Result<PathBuf, String> {
     let what = request.what;
     let fail = |why: String| format!("{what}: {why}");
     if request.specs.len() > MAX_PACKAGES {
@@ -137,10 +146,9 @@ pub fn install(request: &Request<'_>) -> Result<PathBuf, String> {
         }
         names.push(name);
     }
-    let root = code_runner_core::cache_dir();
     let key = list_key(request);
     let dir = root.join(format!("node-packages-{key}"));
-    let _lock = lock(&root, &format!("node-packages-{key}"))?;
+    let _lock = lock(root, &format!("node-packages-{key}"))?;
     if dir.join("installed.json").is_file() {
         tracing::info!("{what}: reusing {}", dir.display());
         return Ok(dir);
@@ -151,10 +159,10 @@ pub fn install(request: &Request<'_>) -> Result<PathBuf, String> {
         request.specs.join(" "),
         dir.display()
     );
-    let esbuild = tool(&root, request.registry).map_err(&fail)?;
+    let esbuild = tool(root, request.registry).map_err(&fail)?;
     let tmp = root.join(format!(".node-packages-{key}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    let built = build(request, &names, &esbuild, &tmp).map_err(&fail);
+    let built = build(request, &names, &esbuild, root, &tmp).map_err(&fail);
     if let Err(err) = built {
         let _ = std::fs::remove_dir_all(&tmp);
         return Err(err);
@@ -306,9 +314,9 @@ fn build(
     request: &Request<'_>,
     names: &[String],
     esbuild: &Path,
+    root: &Path,
     tmp: &Path,
 ) -> Result<(), String> {
-    let root = code_runner_core::cache_dir();
     let project = tmp.join("project");
     let out = tmp.join("out");
     code_runner_core::create_private_dir(&project).map_err(|err| err.to_string())?;
@@ -326,7 +334,7 @@ fn build(
     std::fs::write(project.join("package.json"), manifest.to_string())
         .map_err(|e| e.to_string())?;
     run(
-        npm(request.registry, &root)
+        npm(request.registry, root)
             .args(["install", "--omit=dev"])
             .current_dir(&project),
         &format!("npm install {}", request.specs.join(" ")),

@@ -28,7 +28,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 mod install;
-pub use install::{MAX_PACKAGES, NODE_ENV, NPM_ENV, Request, check_spec, install, split_spec};
+pub use install::{
+    MAX_PACKAGES, NODE_ENV, NPM_ENV, Request, check_spec, install, install_in, split_spec,
+};
 
 /// The most bytes and files one set may hold in memory.
 const MAX_SET_BYTES: u64 = 256 << 20;

@@ -236,7 +236,31 @@ fn npm_clause(config: &Config, offer: &Offer) -> String {
 /// and the operator's `python_packages`.
 pub fn sandbox_sentence(config: &Config, python: &Offer) -> String {
     let sentence = python_sentence(config, python);
-    sentence + &npm_clause(config, python)
+    sentence + &npm_clause(config, python) + &install_clause(config)
+}
+
+/// The `install` tool, when the operator allows any package (empty when not).
+fn install_clause(config: &Config) -> String {
+    if config.install_allow.is_empty() {
+        return String::new();
+    }
+    let allowed = match config.install_allow.iter().any(|name| name == "*") {
+        true => "any pure package".to_string(),
+        false => {
+            let mut named = config
+                .install_allow
+                .iter()
+                .take(10)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ");
+            if config.install_allow.len() > 10 {
+                named.push_str(&format!(" and {} more", config.install_allow.len() - 10));
+            }
+            named
+        }
+    };
+    format!("; the install tool adds packages to a kept runtime (the operator allows {allowed})")
 }
 
 fn python_sentence(config: &Config, python: &Offer) -> String {
@@ -263,7 +287,11 @@ fn python_sentence(config: &Config, python: &Offer) -> String {
 /// The guidance's last line: the network, and what can and cannot be
 /// imported, with the operator's npm packages when there are any.
 fn packages_line(config: &Config, python: &Offer) -> String {
-    let line = python_packages_line(config, python);
+    let mut line = python_packages_line(config, python);
+    let install = install_clause(config);
+    if let Some(clause) = install.strip_prefix("; t") {
+        line.push_str(&format!(" T{clause}."));
+    }
     match npm_packages(config, python) {
         None => line,
         Some(named) => format!(
@@ -570,5 +598,12 @@ mod tests {
         let sentence = sandbox_sentence(&config, &installed);
         assert!(sentence.contains("npm packages zod@3.25.76"), "{sentence}");
         assert!(!sandbox_sentence(&Config::default(), &offer(true)).contains("npm packages"));
+        let allowing = Config {
+            install_allow: vec!["tabulate".into()],
+            ..Config::default()
+        };
+        assert!(sandbox_sentence(&allowing, &listed).contains("the operator allows tabulate"));
+        assert!(render(&allowing, &listed).contains("The install tool adds packages"));
+        assert!(!render(&Config::default(), &listed).contains("install tool"));
     }
 }

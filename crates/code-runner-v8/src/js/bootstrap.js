@@ -553,10 +553,26 @@ const { guardShared } = installLimits(core, globalThis);
 
 // node.js's modules, made on first import: the loader's `code-runner:node/<name>`
 // sources ask for them under this registered symbol (read-only, not enumerable).
+const nodeModule = makeNode(inspect, format, write);
 ObjectDefineProperty(globalThis, Symbol.for("code-runner.node"), {
   __proto__: null,
-  value: makeNode(inspect, format),
+  value: nodeModule,
 });
+// Node's globals agents' code reaches for (`Buffer.from(…)`, `process.env`,
+// `global`): made on first use, then plain writable properties.
+function lazyGlobal(name, make) {
+  const settle = (value) => ObjectDefineProperty(globalThis, name, { __proto__: null, value, writable: true, configurable: true, enumerable: false });
+  ObjectDefineProperty(globalThis, name, {
+    __proto__: null,
+    configurable: true,
+    enumerable: false,
+    get() { const value = make(); settle(value); return value; },
+    set(value) { settle(value); },
+  });
+}
+lazyGlobal("Buffer", () => nodeModule("buffer").Buffer);
+lazyGlobal("process", () => nodeModule("process").process);
+lazyGlobal("global", () => globalThis);
 // A named `import` in turn code (imports.rs): the export, else the property
 // of a CommonJS package's `default`, else V8's link-time SyntaxError.
 ObjectDefineProperty(globalThis, Symbol.for("code-runner.binding"), {

@@ -8,8 +8,8 @@
 //
 // Written against the globals the bootstrap leaves guests (TextEncoder,
 // TextDecoder, queueMicrotask-free: promise jobs) and the bootstrap's own
-// `inspect` and `format`, handed in.
-function makeNode(inspect, format) {
+// `inspect`, `format` and `write` (text to stdout, 1, or stderr, 2), handed in.
+function makeNode(inspect, format, write) {
   "use strict";
   const made = { __proto__: null };
 
@@ -447,6 +447,9 @@ function makeNode(inspect, format) {
       }, { bigint: () => BigInt(Math.floor(performance.now() * 1e6)) }),
       uptime: () => (performance.now() - started) / 1000,
       emitWarning: () => {},
+      // Text as it is, no newline added: what console.log prints, without the line end.
+      stdout: { write: (chunk) => { write(1, typeof chunk === "string" ? chunk : String(chunk)); return true; }, isTTY: false },
+      stderr: { write: (chunk) => { write(2, typeof chunk === "string" ? chunk : String(chunk)); return true; }, isTTY: false },
     };
     return { default: process, process, env: process.env, nextTick: process.nextTick, platform: process.platform };
   }

@@ -209,6 +209,17 @@ async fn the_node_surface_works_without_packages() {
         "{}",
         answer.body
     );
+    // Node's globals, made on first use: Buffer, process (stdout.write
+    // prints as it is), global.
+    let code = "process.stdout.write('a'); process.stdout.write('b\\n');\nreturn [Buffer.from('hi').length, global === globalThis, typeof process.nextTick, Object.keys(globalThis).includes('Buffer')]";
+    let answer = server.run_in("node", code).await;
+    assert_eq!(
+        answer.ok()["result"],
+        json!([2, true, "function", false]),
+        "{}",
+        answer.body
+    );
+    assert_eq!(answer.ok()["stdout"], "ab\n", "{}", answer.body);
     let answer = server
         .run_in("node", "import x from 'lodash';\nreturn 1")
         .await;

@@ -64,7 +64,7 @@ fn each_bad_snapshot_is_refused_with_its_reason() {
     assert!(matches!(refused(&other), SnapshotError::UnknownKey(_)));
     // Not a snapshot, or a future format.
     assert!(matches!(
-        refused(&vec![0u8; 100]),
+        refused(&[0u8; 100]),
         SnapshotError::NotASnapshot(_)
     ));
     let mut future = sealed.clone();

@@ -94,6 +94,9 @@ impl Worker {
             ops.bus.register(id, function);
         }
         tokio::spawn(reap_idle(Arc::downgrade(&ops)));
+        tokio::spawn(crate::ops::registrations::publish_kept(Arc::downgrade(
+            &ops,
+        )));
         let inner = Arc::new(Parts {
             ops,
             link: OnceLock::new(),

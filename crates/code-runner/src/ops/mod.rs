@@ -17,6 +17,7 @@ pub(crate) mod knobs;
 pub(crate) mod namespaces;
 pub(crate) mod read_file;
 pub(crate) mod register;
+pub(crate) mod registrations;
 pub(crate) mod resume;
 pub(crate) mod retire;
 pub(crate) mod run;
@@ -64,6 +65,8 @@ pub(crate) struct Ops {
     pub(crate) suspensions: approvals::Suspensions,
     /// Collected files linked (`collect_mode: "link"`), read by uri.
     pub(crate) links: crate::runtimes::links::Links,
+    /// What hosts registered, kept for the next start.
+    pub(crate) registrations: registrations::Registrations,
 }
 
 impl Ops {
@@ -73,6 +76,9 @@ impl Ops {
         engines: Arc<Engines>,
         runtimes_dir: PathBuf,
     ) -> Ops {
+        // The data directory's: runtimes live in its `runtimes/`.
+        let registrations =
+            registrations::Registrations::new(runtimes_dir.parent().unwrap_or(&runtimes_dir));
         Ops {
             settings,
             registry: Registry::default(),
@@ -86,6 +92,7 @@ impl Ops {
             outbound: Arc::default(),
             egress: Arc::default(),
             suspensions: approvals::Suspensions::default(),
+            registrations,
             links: crate::runtimes::links::Links::default(),
         }
     }

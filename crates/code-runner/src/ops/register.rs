@@ -46,6 +46,8 @@ pub(crate) async fn register_function(
     caller: Caller,
 ) -> Result<Value, CallError> {
     let request: RegisterRequest = parse(payload)?;
+    // A host's registration outlives the worker; a guest's ends with its lineage.
+    let kept = caller.guest.is_none().then(|| request.clone());
     let id = FunctionId::parse(&request.function_id)?;
     if request.source.len() > MAX_SOURCE_BYTES {
         return Err(RunnerError::invalid(format!(
@@ -142,6 +144,9 @@ pub(crate) async fn register_function(
     ops.namespaces.release_if_empty(&namespace, &held);
     drop(held);
     result?;
+    if let Some(kept) = kept {
+        ops.registrations.keep(&kept);
+    }
     tracing::info!(function = %id.as_str(), %lang, "function registered");
     let response = RegisterResponse {
         function_id: id.as_str().to_string(),

@@ -124,6 +124,8 @@ pub(crate) async fn teardown_namespace(
     }
     unregistered.sort();
     unregistered.dedup();
+    // For good: not published again at the next start.
+    ops.registrations.forget_namespace(&namespace);
     tracing::info!(namespace = %canonical(&namespace), functions = unregistered.len(), "namespace torn down");
     Ok(TeardownResponse {
         torn_down: true,

@@ -4,6 +4,7 @@
 //! view of a registration, what a namespace teardown undoes, and node's
 //! `iii.registerFunction` (`guest`).
 
+mod durable;
 mod guest;
 mod handlers;
 mod redeploy;

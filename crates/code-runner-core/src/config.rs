@@ -74,7 +74,7 @@ pub const MAX_SANDBOX_PROCESSES: usize = 256;
 /// Every other key is captured when the engines boot and cannot be rebound
 /// under live runtimes: a change to one is saved at once and applies at the
 /// next start.
-pub const NEXT_CALL_KEYS: [&str; 20] = [
+pub const NEXT_CALL_KEYS: [&str; 21] = [
     "max_result_bytes",
     "max_stream_bytes",
     "max_images",
@@ -95,6 +95,7 @@ pub const NEXT_CALL_KEYS: [&str; 20] = [
     "egress_secrets",
     "approval_required",
     "install_allow",
+    "max_snapshot_mb",
 ];
 
 /// The worker's configuration, read from YAML or JSON; every key is optional.
@@ -169,6 +170,10 @@ pub struct Config {
     /// `code-runner::install`: package names (`tabulate`, `zod`, `@scope/name`)
     /// or `*` for any; default empty, which turns `install` off. Applies to the next call.
     pub install_allow: Vec<String>,
+    /// The largest snapshot `code-runner::snapshot` writes and
+    /// `code-runner::restore` reads, in MiB (default 256). Applies to the next call.
+    #[schemars(range(min = 1))]
+    pub max_snapshot_mb: u64,
     /// Ceiling on a python request's `memory_mb` (default 512, at least 40). Applies at the next start.
     #[schemars(range(min = MIN_MEMORY_MB, max = MAX_MEMORY_MB_CEILING))]
     pub max_memory_mb: u64,
@@ -326,6 +331,7 @@ impl Default for Config {
             node_packages: Vec::new(),
             npm_registry: None,
             install_allow: Vec::new(),
+            max_snapshot_mb: 256,
             max_memory_mb: DEFAULT_MAX_MEMORY_MB,
             warm_pool: DEFAULT_WARM_POOL,
             isolation: Isolation::InProcess,

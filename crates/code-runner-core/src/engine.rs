@@ -17,6 +17,10 @@ use crate::caps::{ResultShape, StreamBuffer};
 use crate::error::{ErrorCode, RunnerError};
 use crate::wire::Lang;
 
+/// A runtime's state as a snapshot's named sections, in its engine's
+/// format ([`Runtime::snapshot`], [`Engine::restore`]).
+pub type SnapshotSections = Vec<(String, Vec<u8>)>;
+
 /// Options fixed when a runtime is created (the per-runtime tier of limits).
 ///
 /// Engines add their own keys here with a default, so that callers build it
@@ -419,6 +423,21 @@ pub trait Runtime: Send + Sync {
         })
     }
 
+    /// The runtime's state between turns, as a snapshot's named sections
+    /// (its engine's format: `code_runner_snapshot` seals them).
+    ///
+    /// # Errors
+    /// `invalid_request` naming why this runtime cannot be snapshotted now
+    /// (its kind, an open file, a lost interpreter).
+    fn snapshot(&self) -> BoxFuture<'_, Result<SnapshotSections, RunnerError>> {
+        Box::pin(async move {
+            Err(RunnerError::invalid(format!(
+                "snapshot_unsupported: a {} runtime cannot be snapshotted here",
+                self.lang()
+            )))
+        })
+    }
+
     /// Makes the packages installed at `dir` (by the worker, for this
     /// runtime alone) importable from its next turn on, beside the
     /// operator's; answers what they are, as `name@version` (node) or
@@ -463,6 +482,33 @@ pub trait Engine: Send + Sync {
         &self,
         options: RuntimeOptions,
     ) -> BoxFuture<'_, Result<Arc<dyn Runtime>, RunnerError>>;
+
+    /// The image a snapshot of this engine's runtimes belongs to (a
+    /// snapshot loads into that image only); `None` when its runtimes
+    /// cannot be snapshotted.
+    fn snapshot_image(&self) -> Option<String> {
+        None
+    }
+
+    /// Boots a runtime whose state is a snapshot's (from
+    /// [`Runtime::snapshot`] of a runtime of the same image).
+    ///
+    /// # Errors
+    /// `invalid_request` when this engine restores no snapshots, or the
+    /// sections are not its state; as [`Engine::spawn`] otherwise.
+    fn restore(
+        &self,
+        options: RuntimeOptions,
+        sections: SnapshotSections,
+    ) -> BoxFuture<'_, Result<Arc<dyn Runtime>, RunnerError>> {
+        let _ = (options, sections);
+        Box::pin(async move {
+            Err(RunnerError::invalid(format!(
+                "snapshot_unsupported: {} runtimes here are not restored from snapshots",
+                self.lang()
+            )))
+        })
+    }
 }
 
 #[cfg(test)]

@@ -31,6 +31,12 @@ pub enum Command {
         Vec<code_runner_core::files::InputFile>,
         tokio::sync::oneshot::Sender<Result<(), code_runner_core::RunnerError>>,
     ),
+    /// Capture the instance's state between turns (a snapshot's sections).
+    Capture(
+        tokio::sync::oneshot::Sender<
+            Result<crate::data::state::Sections, code_runner_core::RunnerError>,
+        >,
+    ),
 }
 
 /// State shared between the runtime handle and its thread.
@@ -59,6 +65,8 @@ pub struct Boot {
     pub(crate) options: RuntimeOptions,
     pub(crate) link: Arc<Link>,
     pub(crate) runtime: tokio::runtime::Handle,
+    /// A snapshot's state to put into the first instance (a restore).
+    pub(crate) restore: Option<Arc<crate::data::state::Sections>>,
     /// The pool slot this runtime holds until its thread ends.
     #[allow(
         dead_code,

@@ -458,6 +458,18 @@ impl Engine for PythonEngine {
     ) -> BoxFuture<'_, Result<Arc<dyn Runtime>, RunnerError>> {
         Box::pin(self.boot(options))
     }
+
+    fn snapshot_image(&self) -> Option<String> {
+        PythonEngine::snapshot_image(self)
+    }
+
+    fn restore(
+        &self,
+        options: RuntimeOptions,
+        sections: code_runner_core::SnapshotSections,
+    ) -> BoxFuture<'_, Result<Arc<dyn Runtime>, RunnerError>> {
+        Box::pin(PythonEngine::restore(self, options, sections))
+    }
 }
 
 /// Bytes of each pooled linear memory kept resident (reset in place) when a

@@ -27,6 +27,39 @@ impl PythonEngine {
         &self,
         options: RuntimeOptions,
     ) -> Result<Arc<dyn Runtime>, RunnerError> {
+        self.boot_with(options, None).await
+    }
+
+    /// Starts a runtime whose first instance takes a snapshot's state:
+    /// `/work` written first (its quota recounts it), then memory and clock.
+    pub(crate) async fn restore(
+        &self,
+        options: RuntimeOptions,
+        sections: crate::data::state::Sections,
+    ) -> Result<Arc<dyn Runtime>, RunnerError> {
+        if !matches!(self.shared.flavour, crate::Flavour::Data(_)) {
+            return Err(snapshot_unsupported());
+        }
+        code_runner_core::create_private_dir(&options.work_dir)
+            .map_err(|err| RunnerError::engine(format!("cannot create /work: {err}")))?;
+        crate::data::state::restore_work(&sections, &options.work_dir)?;
+        self.boot_with(options, Some(Arc::new(sections))).await
+    }
+
+    /// The image a snapshot of this engine's runtimes belongs to; `None`
+    /// for the lean flavour, which cannot be snapshotted.
+    pub fn snapshot_image(&self) -> Option<String> {
+        match &self.shared.flavour {
+            crate::Flavour::Data(loaded) => Some(loaded.image_key.clone()),
+            crate::Flavour::Lean { .. } => None,
+        }
+    }
+
+    async fn boot_with(
+        &self,
+        options: RuntimeOptions,
+        restore: Option<Arc<crate::data::state::Sections>>,
+    ) -> Result<Arc<dyn Runtime>, RunnerError> {
         if options.memory_mb > self.shared.limits.max_memory_mb {
             return Err(RunnerError::new(
                 code_runner_core::ErrorCode::ResourceExhausted,
@@ -54,6 +87,7 @@ impl PythonEngine {
             options,
             link: link.clone(),
             runtime,
+            restore,
             slot,
         };
         crate::THREADS
@@ -140,6 +174,29 @@ impl Runtime for PythonRuntime {
         Lang::Python
     }
 
+    fn snapshot(&self) -> BoxFuture<'_, Result<code_runner_core::SnapshotSections, RunnerError>> {
+        Box::pin(async move {
+            let _serial = self.turn_lock.lock().await;
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let sent = {
+                let commands = self.commands.lock().unwrap_or_else(|p| p.into_inner());
+                commands
+                    .as_ref()
+                    .is_some_and(|tx| tx.send(Command::Capture(reply)).is_ok())
+            };
+            let closed = || {
+                RunnerError::new(
+                    code_runner_core::ErrorCode::Expired,
+                    "the runtime was closed",
+                )
+            };
+            if !sent {
+                return Err(closed());
+            }
+            answer.await.map_err(|_| closed())?
+        })
+    }
+
     fn run(&self, turn: TurnSpec) -> BoxFuture<'_, TurnOutcome> {
         Box::pin(async move { self.turn(turn).await.0 })
     }
@@ -201,6 +258,8 @@ pub fn thread_main(
                     (outcome, TurnImages::default(), survivor)
                 },
                 put_files: session::put_files,
+                capture: |_, _| Err(snapshot_unsupported()),
+                apply: |_, _| Err(snapshot_unsupported()),
             };
             serve(boot, commands, ready, flavour)
         }
@@ -209,6 +268,8 @@ pub fn thread_main(
                 instantiate: crate::data::session::instantiate,
                 run: crate::data::session::run_turn,
                 put_files: crate::data::session::put_files,
+                capture: data_capture,
+                apply: crate::data::state::apply,
             };
             serve(boot, commands, ready, flavour)
         }
@@ -220,6 +281,46 @@ struct Flavour<I> {
     instantiate: fn(&Boot) -> Result<I, String>,
     run: fn(I, TurnSpec) -> (TurnOutcome, TurnImages, Option<I>),
     put_files: PutFiles<I>,
+    /// A snapshot's sections of the instance between turns.
+    capture: fn(&mut I, &Boot) -> Result<crate::data::state::Sections, RunnerError>,
+    /// Puts a snapshot's state into a fresh instance.
+    apply: fn(&mut I, &crate::data::state::Sections) -> Result<(), RunnerError>,
+}
+
+/// Why a runtime cannot be snapshotted: the lean flavour is a component,
+/// whose core state wasmtime does not expose.
+fn snapshot_unsupported() -> RunnerError {
+    RunnerError::invalid(
+        "snapshot_unsupported: only a python runtime of the data interpreter can be snapshotted (the lean interpreter is a component whose core state wasmtime does not expose)",
+    )
+}
+
+/// The data flavour's capture: the image's page hashes made once per engine
+/// (from a fresh instance of the same image), then the instance's state.
+fn data_capture(
+    instance: &mut crate::data::session::DataInstance,
+    boot: &Boot,
+) -> Result<crate::data::state::Sections, RunnerError> {
+    use crate::data::state;
+    state::check_quiet(instance)?;
+    let crate::Flavour::Data(loaded) = &boot.shared.flavour else {
+        return Err(snapshot_unsupported());
+    };
+    let pristine = match loaded.pristine.get() {
+        Some(hashes) => hashes,
+        None => {
+            let mut fresh = crate::data::session::instantiate(boot).map_err(RunnerError::engine)?;
+            let hashes = state::page_hashes(fresh.memory_bytes());
+            drop(fresh);
+            loaded.pristine.get_or_init(|| hashes)
+        }
+    };
+    state::capture(
+        instance,
+        pristine,
+        &boot.options.work_dir,
+        boot.options.memory_mb,
+    )
 }
 
 /// Writes a run's files into `/work` within an instance's quota.
@@ -236,8 +337,16 @@ fn serve<I>(
         instantiate,
         run,
         put_files,
+        capture,
+        apply,
     } = flavour;
-    let mut live = match instantiate(&boot) {
+    let first = instantiate(&boot).and_then(|mut instance| match &boot.restore {
+        Some(sections) => apply(&mut instance, sections)
+            .map(|()| instance)
+            .map_err(|err| format!("cannot restore the snapshot: {}", err.message)),
+        None => Ok(instance),
+    });
+    let mut live = match first {
         Ok(instance) => {
             let _ = ready.send(Ok(()));
             Some(instance)
@@ -253,6 +362,16 @@ fn serve<I>(
         }
         let (spec, reply) = match command {
             Command::Turn(spec, reply) => (spec, reply),
+            Command::Capture(reply) => {
+                let captured = match live.as_mut() {
+                    Some(instance) => capture(instance, &boot),
+                    None => Err(RunnerError::invalid(
+                        "the runtime lost its interpreter with its last turn: nothing to snapshot",
+                    )),
+                };
+                let _ = reply.send(captured);
+                continue;
+            }
             Command::PutFiles(files, reply) => {
                 let written =
                     match live.as_mut() {

@@ -22,6 +22,7 @@ mod fs;
 pub(crate) mod host;
 pub(crate) mod image;
 pub(crate) mod session;
+pub(crate) mod state;
 mod trampoline;
 mod wasi;
 
@@ -44,9 +45,15 @@ pub(crate) struct Loaded {
     pub(crate) memory_bytes: usize,
     /// The operator's packages, mounted at `/packages` (the image was made so).
     pub(crate) packages: Option<std::path::PathBuf>,
+    /// The image's identity, for snapshots: they load into this image only.
+    pub(crate) image_key: String,
+    /// One hash per page of the image's memory, made at the first snapshot.
+    pub(crate) pristine: std::sync::OnceLock<Vec<u64>>,
 }
 
 /// The interpreter's instance metadata (its ~47 000 functions' entries are 1.5 MB).
+/// What else a snapshot's image must match: the wasmtime that compiled it.
+const WASMTIME_COMPAT: &str = "wasmtime-48.0.8";
 const MAX_INSTANCE_BYTES: usize = 4 << 20;
 /// Core instances per runtime: the interpreter and the two trampolines.
 const CORE_INSTANCES: u32 = 3;
@@ -116,6 +123,8 @@ pub(crate) fn load(
             trampolines,
             memory_bytes,
             packages: packages.map(|p| p.dir),
+            image_key: format!("{}-{}", paths.key, WASMTIME_COMPAT),
+            pristine: std::sync::OnceLock::new(),
         },
     ))
 }

@@ -199,3 +199,63 @@ pub fn put_files(
 ) -> Result<(), code_runner_core::RunnerError> {
     crate::work_quota::put_files(&mut instance.store.data_mut().fs.quota, root, files)
 }
+
+impl DataInstance {
+    fn memory(&mut self) -> Option<wasmtime::Memory> {
+        self.instance.get_memory(&mut self.store, "memory")
+    }
+
+    /// The linear memory, as it is between turns.
+    pub fn memory_bytes(&mut self) -> &[u8] {
+        match self.memory() {
+            Some(memory) => memory.data(&self.store),
+            None => &[],
+        }
+    }
+
+    /// The linear memory, to put a snapshot's pages back.
+    pub fn memory_bytes_mut(&mut self) -> &mut [u8] {
+        match self.memory() {
+            Some(memory) => memory.data_mut(&mut self.store),
+            None => &mut [],
+        }
+    }
+
+    /// Grows the memory to `bytes` (within this runtime's limit).
+    pub fn grow_to(&mut self, bytes: usize) -> Result<(), code_runner_core::RunnerError> {
+        let memory = self
+            .memory()
+            .ok_or_else(|| code_runner_core::RunnerError::engine("the image exports no memory"))?;
+        let have = memory.data_size(&self.store);
+        if bytes < have || !bytes.is_multiple_of(64 << 10) {
+            return Err(code_runner_core::RunnerError::invalid(format!(
+                "the snapshot's memory ({bytes} bytes) is smaller than the image's ({have}) or not whole pages"
+            )));
+        }
+        let pages = ((bytes - have) / (64 << 10)) as u64;
+        if pages > 0 {
+            memory.grow(&mut self.store, pages).map_err(|err| {
+                code_runner_core::RunnerError::new(
+                    code_runner_core::ErrorCode::ResourceExhausted,
+                    format!("the snapshot's memory does not fit this runtime: {err}"),
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Descriptors the guest holds open beyond the preopens.
+    pub fn held_files(&self) -> usize {
+        self.store.data().fs.held_count()
+    }
+
+    /// The monotonic clock's reading.
+    pub fn clock_reading(&self) -> Duration {
+        self.store.data().clock_base.elapsed()
+    }
+
+    /// Makes the monotonic clock continue from `reading`.
+    pub fn set_clock_reading(&mut self, reading: Duration) {
+        self.store.data_mut().clock_base = super::state::clock_base_for(reading);
+    }
+}

@@ -66,6 +66,11 @@ impl FsGuard {
         }
     }
 
+    /// How many descriptors the guest holds open.
+    pub fn held_count(&self) -> usize {
+        self.held.len()
+    }
+
     /// The guard of an instance with `count` preopens (3 + 3 or more).
     #[must_use]
     pub fn with_preopens(mut self, count: i32) -> Self {

@@ -14,6 +14,10 @@ pub const RELEASE: &str = "code-runner::release";
 pub const RESUME: &str = "code-runner::resume";
 /// Packages an agent asks for, added to one kept runtime (host only).
 pub const INSTALL: &str = "code-runner::install";
+/// A kept runtime's state, written to the snapshot store (host only).
+pub const SNAPSHOT: &str = "code-runner::snapshot";
+/// A new kept runtime from a snapshot (host only).
+pub const RESTORE: &str = "code-runner::restore";
 /// `code-runner::read_file`: a linked file's bytes by its uri.
 pub const READ_FILE: &str = "code-runner::read_file";
 /// `code-runner::describe`: declarations of what guest code may call (code mode).

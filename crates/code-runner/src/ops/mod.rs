@@ -21,6 +21,7 @@ pub(crate) mod registrations;
 pub(crate) mod resume;
 pub(crate) mod retire;
 pub(crate) mod run;
+pub(crate) mod sessions;
 pub(crate) mod standing;
 pub(crate) mod teardown;
 pub(crate) mod tenancy;
@@ -67,6 +68,8 @@ pub(crate) struct Ops {
     pub(crate) links: crate::runtimes::links::Links,
     /// What hosts registered, kept for the next start.
     pub(crate) registrations: registrations::Registrations,
+    /// The snapshot keys and store.
+    pub(crate) sessions: sessions::Sessions,
 }
 
 impl Ops {
@@ -77,8 +80,9 @@ impl Ops {
         runtimes_dir: PathBuf,
     ) -> Ops {
         // The data directory's: runtimes live in its `runtimes/`.
-        let registrations =
-            registrations::Registrations::new(runtimes_dir.parent().unwrap_or(&runtimes_dir));
+        let data_dir = runtimes_dir.parent().unwrap_or(&runtimes_dir).to_path_buf();
+        let registrations = registrations::Registrations::new(&data_dir);
+        let sessions = sessions::Sessions::new(&data_dir);
         Ops {
             settings,
             registry: Registry::default(),
@@ -93,6 +97,7 @@ impl Ops {
             egress: Arc::default(),
             suspensions: approvals::Suspensions::default(),
             registrations,
+            sessions,
             links: crate::runtimes::links::Links::default(),
         }
     }
@@ -171,6 +176,7 @@ pub(crate) fn functions(ops: &Arc<Ops>) -> Vec<(&'static str, Function)> {
         install::function(ops),
         read_file::function(ops),
     ];
+    all.extend(sessions::functions(ops));
     all.extend(configuration::functions(ops));
     all.push(guidance::function(ops));
     all

@@ -28,6 +28,8 @@ mod fetch;
 mod files;
 // `python_packages`: pure-Python wheels from PyPI in both interpreters; refusals stop the start.
 mod packages;
+/// Snapshots and forks of python sessions (issue 47).
+mod sessions;
 
 // — What bounds a tenant —
 // Runtime slots: `max_runtimes`, the shares of what guest code starts, lines.

@@ -28,7 +28,7 @@ async def test_the_six_tools_carry_titles_and_annotations(mode):
     with server() as s:
         async with s.client(mode) as client:
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-            assert {"run", "teardown", "register_function", "describe", "resume", "read_file", "install"} == set(tools), tools
+            assert {"run", "teardown", "register_function", "describe", "resume", "read_file", "install", "snapshot", "restore"} == set(tools), tools
             read_file = tools["read_file"].annotations
             assert read_file is not None and read_file.read_only_hint is True, read_file
             assert client.server_capabilities.resources is not None, "resources are declared"

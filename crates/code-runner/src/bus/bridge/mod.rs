@@ -86,7 +86,12 @@ pub const ADMINISTRATIVE: &[&str] = &[
 /// Functions that carry a person's or the host's authority over the code
 /// that calls them, by their shared id: guest code may never call them (nor
 /// their worker-scoped twins, `code-runner@<worker>::<op>`).
-pub const HOST_ONLY: &[&str] = &["code-runner::resume", "code-runner::install"];
+pub const HOST_ONLY: &[&str] = &[
+    "code-runner::resume",
+    "code-runner::install",
+    "code-runner::snapshot",
+    "code-runner::restore",
+];
 
 /// Whether `function_id` is one of [`HOST_ONLY`], in any spelling: the
 /// shared id, or a worker's scoped twin (`code-runner@w1::resume`).

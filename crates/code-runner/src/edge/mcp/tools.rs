@@ -1,7 +1,7 @@
 //! Which bus functions are MCP tools, under which names.
 //!
-//! The seven operations are `run`, `teardown`, `register_function`,
-//! `describe`, `resume`, `read_file` and `install`, each with a title and MCP's
+//! The nine operations are `run`, `teardown`, `register_function`,
+//! `describe`, `resume`, `read_file`, `install`, `snapshot` and `restore`, each with a title and MCP's
 //! annotations. A
 //! published function (`register_function`, node's `iii.registerFunction`)
 //! is a tool while it lives, named by its id with every `::` written `.`:
@@ -26,7 +26,9 @@ use serde_json::{Value, json};
 
 use super::clean::{GUEST_MARK, MAX_GUEST_DESCRIPTION_CHARS, clean, clean_value};
 use crate::bus::Listing;
-use crate::bus::names::{DESCRIBE, INSTALL, READ_FILE, REGISTER_FUNCTION, RESUME, RUN, TEARDOWN};
+use crate::bus::names::{
+    DESCRIBE, INSTALL, READ_FILE, REGISTER_FUNCTION, RESTORE, RESUME, RUN, SNAPSHOT, TEARDOWN,
+};
 use crate::bus::naming::FunctionId;
 use crate::ids::RuntimeKey;
 use crate::runtimes::engines::Offer;
@@ -52,7 +54,7 @@ impl Viewer<'_> {
 pub const MAX_TOOL_NAME: usize = 128;
 
 /// The operations, by tool name.
-const OPERATIONS: [(&str, &str); 7] = [
+const OPERATIONS: [(&str, &str); 9] = [
     ("run", RUN),
     ("teardown", TEARDOWN),
     ("register_function", REGISTER_FUNCTION),
@@ -60,6 +62,8 @@ const OPERATIONS: [(&str, &str); 7] = [
     ("resume", RESUME),
     ("read_file", READ_FILE),
     ("install", INSTALL),
+    ("snapshot", SNAPSHOT),
+    ("restore", RESTORE),
 ];
 
 /// The bus function a tool name calls, if it names one.
@@ -356,6 +360,8 @@ fn operation_text(name: &str, config: &Config, python: &Offer) -> String {
              its payload checked against the function's schema first. query keeps the functions whose id, \
              name or description holds every word of it: search first on a host with many functions."
             .to_string(),
+        "snapshot" => "Save a kept python runtime's whole state (variables, imports, objects, arrays, DataFrames, /work) between its runs: answers a snapshot_id. Restore it to try two continuations from one point (each restore is a new runtime; the original runs on) or to keep a session past its runtime. Only python runtimes of the data interpreter, with no file left open.".to_string(),
+        "restore" => "Make a new kept python runtime from a snapshot_id (from snapshot): it starts exactly where the snapshotted runtime was, its random generators reseeded. Answers its runtime_id; tear it down when done.".to_string(),
         "install" => match config.install_allow.is_empty() {
             true => "Add packages to a kept runtime. Off on this worker: the operator allows no packages (install_allow is empty), so every call is refused.".to_string(),
             false => format!(

@@ -177,6 +177,23 @@ impl Runtime for Bounded {
     }
 
     /// In turn order.
+    fn snapshot(
+        &self,
+    ) -> BoxFuture<'_, Result<code_runner_core::SnapshotSections, code_runner_core::RunnerError>>
+    {
+        Box::pin(async move {
+            let _turn = self.order.lock().await;
+            if self.runtime.is_gone() || self.lost.load(Ordering::SeqCst) {
+                return Err(code_runner_core::RunnerError::new(
+                    code_runner_core::ErrorCode::Expired,
+                    "the runtime ended before it could be snapshotted",
+                ));
+            }
+            self.runtime.snapshot().await
+        })
+    }
+
+    /// In turn order.
     fn add_packages(
         &self,
         dir: std::path::PathBuf,

@@ -19,6 +19,7 @@ mod native;
 mod packages;
 mod profiles;
 mod report;
+mod sessions;
 mod soak;
 mod stack;
 mod stats;
@@ -69,6 +70,10 @@ pub struct BenchArgs {
     /// sizes, and the CPU of a one-shot importing each (first, then warm) against a bare one.
     #[arg(long)]
     pub node_packages: bool,
+    /// Instead of the figures: a python session's snapshot and restore (small, a pandas
+    /// DataFrame, a 50 MiB array) against a kept turn.
+    #[arg(long)]
+    pub sessions: bool,
 }
 
 /// How many of each thing to do.
@@ -145,6 +150,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let data = tempfile::Builder::new()
         .prefix("code-runner-bench-")
         .tempdir()?;
+    if args.sessions {
+        let figures = sessions::measure(plan.latency.min(50), data.path()).await?;
+        std::fs::write(&args.out, serde_json::to_string_pretty(&figures)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.node_packages {
         let figures = packages::measure(plan.latency.min(50), data.path()).await?;
         std::fs::write(&args.out, serde_json::to_string_pretty(&figures)?)?;

@@ -34,7 +34,7 @@ pub enum Command {
     /// Capture the instance's state between turns (a snapshot's sections).
     Capture(
         tokio::sync::oneshot::Sender<
-            Result<crate::data::state::Sections, code_runner_core::RunnerError>,
+            Result<code_runner_core::SnapshotSections, code_runner_core::RunnerError>,
         >,
     ),
 }
@@ -66,7 +66,7 @@ pub struct Boot {
     pub(crate) link: Arc<Link>,
     pub(crate) runtime: tokio::runtime::Handle,
     /// A snapshot's state to put into the first instance (a restore).
-    pub(crate) restore: Option<Arc<crate::data::state::Sections>>,
+    pub(crate) restore: Option<Arc<code_runner_core::SnapshotSections>>,
     /// The pool slot this runtime holds until its thread ends.
     #[allow(
         dead_code,

@@ -256,6 +256,9 @@ impl DataInstance {
 
     /// Makes the monotonic clock continue from `reading`.
     pub fn set_clock_reading(&mut self, reading: Duration) {
-        self.store.data_mut().clock_base = super::state::clock_base_for(reading);
+        // Counted from so that the reading continues (never jumps back).
+        self.store.data_mut().clock_base = Instant::now()
+            .checked_sub(reading)
+            .unwrap_or_else(Instant::now);
     }
 }

@@ -20,7 +20,7 @@
 
 use std::hash::{DefaultHasher, Hasher};
 use std::path::{Component, Path};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use code_runner_core::RunnerError;
 
@@ -251,12 +251,4 @@ fn read_work(mut bytes: &[u8], root: &Path) -> Result<(), RunnerError> {
         }
     }
     Ok(())
-}
-
-/// The instant a restored instance's clock counts from, so its reading
-/// continues from `reading` (never jumps back).
-pub fn clock_base_for(reading: Duration) -> Instant {
-    Instant::now()
-        .checked_sub(reading)
-        .unwrap_or_else(Instant::now)
 }

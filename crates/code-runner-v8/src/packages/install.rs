@@ -159,7 +159,10 @@ pub fn install_in(request: &Request<'_>, root: &Path) -> Result<PathBuf, String>
         request.specs.join(" "),
         dir.display()
     );
-    let esbuild = tool(root, request.registry).map_err(&fail)?;
+    // The bundler is ours, pinned by our lock: it comes from the host npm's
+    // own registry (its configuration, a mirror included), never from the
+    // list's `npm_registry`, which serves the operator's packages.
+    let esbuild = tool(root).map_err(&fail)?;
     let tmp = root.join(format!(".node-packages-{key}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let built = build(request, &names, &esbuild, root, &tmp).map_err(&fail);
@@ -240,7 +243,7 @@ fn npm(registry: Option<&str>, root: &Path) -> Command {
 }
 
 /// esbuild, installed once from the pinned lock in `tool/`: its JS entry.
-fn tool(root: &Path, registry: Option<&str>) -> Result<PathBuf, String> {
+fn tool(root: &Path) -> Result<PathBuf, String> {
     let mut hash = Sha256::new();
     hash.update(TOOL_LOCK);
     let key = hex(&hash.finalize()[..8]);
@@ -257,7 +260,7 @@ fn tool(root: &Path, registry: Option<&str>) -> Result<PathBuf, String> {
         std::fs::write(tmp.join("package.json"), TOOL_PACKAGE).map_err(|e| e.to_string())?;
         std::fs::write(tmp.join("package-lock.json"), TOOL_LOCK).map_err(|e| e.to_string())?;
         run(
-            npm(registry, root).arg("ci").current_dir(&tmp),
+            npm(None, root).arg("ci").current_dir(&tmp),
             "npm ci (installing the bundler, esbuild, from its lock)",
         )?;
         std::fs::rename(&tmp, &dir).map_err(|err| err.to_string())

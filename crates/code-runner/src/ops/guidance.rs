@@ -106,6 +106,16 @@ fn hook(config: &Config, python: &Offer, payload: Value) -> Value {
     serde_json::to_value(PreGenerateResponse { mutations }).unwrap_or(Value::Null)
 }
 
+/// The first `n` of `items` joined with commas, then how many more there
+/// are: how every text names a list that may be long.
+pub fn first_of(items: &[String], n: usize) -> String {
+    let mut named = items.iter().take(n).cloned().collect::<Vec<_>>().join(", ");
+    if items.len() > n {
+        named.push_str(&format!(" and {} more", items.len() - n));
+    }
+    named
+}
+
 /// What the network is, as the texts say it: none, or HTTP(S) through the
 /// host to the hosts `egress_allow` lists (at most ten of them named).
 fn network(config: &Config) -> String {
@@ -113,15 +123,7 @@ fn network(config: &Config) -> String {
     if allowed.is_empty() {
         return "no network".to_string();
     }
-    let mut named = allowed
-        .iter()
-        .take(10)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if allowed.len() > 10 {
-        named.push_str(&format!(" and {} more", allowed.len() - 10));
-    }
+    let named = first_of(&allowed, 10);
     format!(
         "network only as HTTP(S) through the host (JavaScript `fetch`, python `urllib`) to {named}{}",
         secrets(config)
@@ -185,15 +187,7 @@ fn operator_packages(config: &Config, python: &Offer) -> Option<String> {
     if !python.shadowed.is_empty() {
         shadowed.push_str(&format!(" (but {})", python.shadowed.join("; ")));
     }
-    let mut named = packages
-        .iter()
-        .take(10)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if packages.len() > 10 {
-        named.push_str(&format!(" and {} more", packages.len() - 10));
-    }
+    let mut named = first_of(packages, 10);
     named.push_str(&shadowed);
     Some(named)
 }
@@ -209,16 +203,7 @@ fn npm_packages(config: &Config, offer: &Offer) -> Option<String> {
     if packages.is_empty() {
         return None;
     }
-    let mut named = packages
-        .iter()
-        .take(10)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if packages.len() > 10 {
-        named.push_str(&format!(" and {} more", packages.len() - 10));
-    }
-    Some(named)
+    Some(first_of(packages, 10))
 }
 
 /// What JavaScript imports beyond its own library, as a clause the texts
@@ -246,19 +231,7 @@ fn install_clause(config: &Config) -> String {
     }
     let allowed = match config.install_allow.iter().any(|name| name == "*") {
         true => "any pure package".to_string(),
-        false => {
-            let mut named = config
-                .install_allow
-                .iter()
-                .take(10)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ");
-            if config.install_allow.len() > 10 {
-                named.push_str(&format!(" and {} more", config.install_allow.len() - 10));
-            }
-            named
-        }
+        false => first_of(&config.install_allow, 10),
     };
     format!("; the install tool adds packages to a kept runtime (the operator allows {allowed})")
 }

@@ -315,16 +315,7 @@ fn allowed_names(allow: &[String]) -> String {
     if allow.iter().any(|name| name == "*") {
         return "any package".to_string();
     }
-    let mut named = allow
-        .iter()
-        .take(20)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if allow.len() > 20 {
-        named.push_str(&format!(" and {} more", allow.len() - 20));
-    }
-    named
+    crate::ops::guidance::first_of(allow, 20)
 }
 
 /// What a model needs to use an operation well, with the caps in force.

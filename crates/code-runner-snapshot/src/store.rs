@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use rand::RngExt;
 
+/// The most snapshots one store keeps; past it `put` is refused.
+pub const MAX_SNAPSHOTS: usize = 10_000;
 /// Characters of an id's secret.
 const SECRET_CHARS: usize = 32;
 
@@ -70,9 +72,18 @@ impl DirStore {
     /// renamed into place, so a reader sees all of it or nothing.
     ///
     /// # Errors
-    /// A bad id, or the write failed (nothing is left under `id`).
+    /// A bad id, the store full ([`MAX_SNAPSHOTS`]), or the write failed
+    /// (nothing is left under `id`).
     pub fn put(&self, id: &str, bytes: &[u8]) -> Result<(), String> {
         let path = self.path(id)?;
+        let held = std::fs::read_dir(&self.dir)
+            .map(|entries| entries.take(MAX_SNAPSHOTS + 1).count())
+            .unwrap_or(0);
+        if held >= MAX_SNAPSHOTS {
+            return Err(format!(
+                "the store holds {MAX_SNAPSHOTS} snapshots, its most; no more are written"
+            ));
+        }
         let tmp = self.dir.join(format!(".{id}.tmp-{}", std::process::id()));
         let written = (|| {
             let mut options = std::fs::OpenOptions::new();

@@ -175,7 +175,11 @@ pub fn launch(
             };
         }
         Task::Program(source) => {
-            let source = crate::imports::hoist(&source, false).unwrap_or(source);
+            // Parsed on the host only within what V8 would compile at all.
+            let source = match source.len() <= isolate.loader.max_source() {
+                true => crate::imports::hoist(&source, false).unwrap_or(source),
+                false => source,
+            };
             return launch_program(runtime, marker, &source, PROGRAM_NAME, &internals.noop);
         }
         Task::Define { key, source } => {

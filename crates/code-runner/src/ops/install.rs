@@ -35,6 +35,9 @@ const MAX_REQUIREMENTS: usize = 16;
 /// At most this many bytes and files of python packages in one runtime's `/work`.
 pub const MAX_PYTHON_BYTES: u64 = 64 << 20;
 const MAX_PYTHON_FILES: usize = 10_000;
+/// At most this many installs run at once in the worker (each runs npm or
+/// pip as a child); past them a call is `capacity`, at once.
+const MAX_INSTALLING: usize = 2;
 /// Where python's added packages live in the runtime.
 const PYTHON_SITE: &str = ".packages";
 /// The host turn that makes them importable (after the data stack and the
@@ -98,6 +101,15 @@ pub(crate) async fn install(
     }
     let kept = ops.registry.get(&request.runtime_id)?;
     let _busy = kept.enter();
+    static INSTALLING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_INSTALLING);
+    let _installing = INSTALLING.try_acquire().map_err(|_| {
+        RunnerError::new(
+            code_runner_core::ErrorCode::Capacity,
+            format!(
+                "{MAX_INSTALLING} installs are running in this worker; try again when they end"
+            ),
+        )
+    })?;
     let python = kept.lang == Lang::Python;
     for requirement in &request.requirements {
         let name = match python {
@@ -151,13 +163,9 @@ fn allowed(allow: &[String], name: &str, python: bool) -> Result<(), RunnerError
     if named {
         return Ok(());
     }
-    let mut listed: Vec<&str> = allow.iter().take(20).map(String::as_str).collect();
-    if allow.len() > 20 {
-        listed.push("…");
-    }
     Err(RunnerError::invalid(format!(
         "install_allow does not name {name}: the operator allows {}",
-        listed.join(", ")
+        crate::ops::guidance::first_of(allow, 20)
     )))
 }
 

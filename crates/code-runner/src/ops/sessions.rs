@@ -193,7 +193,7 @@ pub(crate) async fn snapshot(
     sessions
         .store()?
         .put(&id, &sealed)
-        .map_err(RunnerError::engine)?;
+        .map_err(|why| RunnerError::new(ErrorCode::ResourceExhausted, why))?;
     tracing::info!(snapshot = %code_runner_snapshot::redact(&id), runtime = %redact(&request.runtime_id), bytes = sealed.len(), "snapshot taken");
     let response = SnapshotResponse {
         snapshot_id: id,

@@ -184,3 +184,17 @@ async fn refusals(server: &Server, snapshot_id: &str) {
     let answer = server.run("result = 1 + 1").await;
     assert_eq!(answer.ok()["result"], Value::from(2), "{}", answer.body);
 }
+
+/// A snapshot past `max_snapshot_mb` is `resource_exhausted` naming it; the
+/// runtime and the worker serve on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_past_its_cap_is_refused_and_the_runtime_serves_on() {
+    let server = Server::with_config("python_interpreter: data\nmax_snapshot_mb: 1\n").await;
+    let id = server
+        .keep("import numpy as np\narr = np.random.random((8 << 20) // 8)")
+        .await;
+    let answer = server.call("code-runner::snapshot", json!({"runtime_id": id})).await;
+    answer.assert_error("code-runner::resource_exhausted", "max_snapshot_mb (1 MiB)");
+    let answer = server.run_on(&id, "result = int(arr.size)").await;
+    assert_eq!(answer.ok()["result"], 1 << 20, "{}", answer.body);
+}

@@ -69,6 +69,13 @@ pub const DEFAULT_EGRESS_MAX_IN_FLIGHT: u32 = 8;
 /// both engines (tens of MiB resident before any runtime).
 pub const MAX_SANDBOX_PROCESSES: usize = 256;
 
+/// A kept python runtime idle this long hibernates (`hibernate_after_secs`).
+pub const DEFAULT_HIBERNATE_AFTER_SECS: u64 = 60;
+/// A hibernated session unused this long ends (`session_ttl_secs`): a day.
+pub const DEFAULT_SESSION_TTL_SECS: u64 = 86_400;
+/// The most hibernated sessions a store keeps (`max_sessions`).
+pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
+
 /// The keys that apply to the very next call when the configuration changes.
 ///
 /// Every other key is captured when the engines boot and cannot be rebound
@@ -174,6 +181,29 @@ pub struct Config {
     /// `code-runner::restore` reads, in MiB (default 256). Applies to the next call.
     #[schemars(range(min = 1))]
     pub max_snapshot_mb: u64,
+    /// Where snapshots and hibernated sessions are kept: empty (the
+    /// default) for the data directory, an absolute path or `file:///path`
+    /// for a directory, `s3://bucket/prefix` for an object store several
+    /// workers share (credentials and endpoint from the `AWS_*` environment
+    /// variables). Applies at the next start.
+    pub snapshot_store: String,
+    /// The file of keys snapshots are signed with (default
+    /// `<data-dir>/snapshot-keys`, made once with mode 0600); workers that
+    /// share a store share it. Applies at the next start.
+    pub snapshot_keys_file: Option<String>,
+    /// A kept python runtime idle this long, in seconds, is written to the
+    /// snapshot store and closed, freeing its slot; its id keeps working and
+    /// its next call wakes it (default 60; 0 never hibernates). Only when
+    /// shorter than `idle_ttl_secs`. Applies at the next start.
+    pub hibernate_after_secs: u64,
+    /// A hibernated session unused this long, in seconds, ends and its
+    /// snapshot is deleted (default 86400). Applies at the next start.
+    #[schemars(range(min = 1))]
+    pub session_ttl_secs: u64,
+    /// The most hibernated sessions the store keeps (default 10000); past
+    /// it an idle runtime stays live until `idle_ttl_secs`. Applies at the next start.
+    #[schemars(range(min = 1))]
+    pub max_sessions: usize,
     /// Ceiling on a python request's `memory_mb` (default 512, at least 40). Applies at the next start.
     #[schemars(range(min = MIN_MEMORY_MB, max = MAX_MEMORY_MB_CEILING))]
     pub max_memory_mb: u64,
@@ -332,6 +362,11 @@ impl Default for Config {
             npm_registry: None,
             install_allow: Vec::new(),
             max_snapshot_mb: 256,
+            snapshot_store: String::new(),
+            snapshot_keys_file: None,
+            hibernate_after_secs: DEFAULT_HIBERNATE_AFTER_SECS,
+            session_ttl_secs: DEFAULT_SESSION_TTL_SECS,
+            max_sessions: DEFAULT_MAX_SESSIONS,
             max_memory_mb: DEFAULT_MAX_MEMORY_MB,
             warm_pool: DEFAULT_WARM_POOL,
             isolation: Isolation::InProcess,
@@ -347,6 +382,25 @@ impl Default for Config {
             egress_max_in_flight: DEFAULT_EGRESS_MAX_IN_FLIGHT,
             egress_secrets: Default::default(),
         }
+    }
+}
+
+/// `snapshot_store` is empty, an absolute path, `file:///path` or `s3://bucket[/prefix]`.
+fn check_snapshot_store(store: &str) -> Result<(), RunnerError> {
+    let bucket = store
+        .strip_prefix("s3://")
+        .map(|rest| rest.split('/').next().unwrap_or(""));
+    let ok = store.is_empty()
+        || store.starts_with('/')
+        || store
+            .strip_prefix("file://")
+            .is_some_and(|path| path.starts_with('/'))
+        || bucket.is_some_and(|bucket| !bucket.is_empty());
+    match ok {
+        true => Ok(()),
+        false => Err(RunnerError::invalid(format!(
+            "config key snapshot_store ({store}) must be empty (the data directory), an absolute path, file:///path or s3://bucket/prefix"
+        ))),
     }
 }
 
@@ -406,6 +460,19 @@ impl Config {
             return Err(RunnerError::invalid(
                 "config keys egress_max_requests, egress_max_response_bytes and egress_timeout_ms must be at least 1, and egress_max_in_flight 1 to 64",
             ));
+        }
+        if self.session_ttl_secs == 0 || self.max_sessions == 0 {
+            return Err(RunnerError::invalid(
+                "config keys session_ttl_secs and max_sessions must be at least 1",
+            ));
+        }
+        check_snapshot_store(&self.snapshot_store)?;
+        if let Some(file) = &self.snapshot_keys_file
+            && !file.starts_with('/')
+        {
+            return Err(RunnerError::invalid(format!(
+                "config key snapshot_keys_file ({file}) must be an absolute path"
+            )));
         }
         crate::guest_policy::check_guest_namespaces(&self.guest_writable_namespaces)?;
         crate::guest_policy::check_guest_trigger_types(&self.guest_trigger_types)?;

@@ -140,6 +140,7 @@ pub fn settle_response(
         suspended: None,
         result_note,
         runtime_reset: None,
+        restored: false,
     })
 }
 

@@ -75,7 +75,16 @@ impl Keys {
     /// # Errors
     /// The file cannot be read or made, or a line is not a key.
     pub fn load_or_create(dir: &Path) -> Result<Keys, String> {
-        let path = dir.join(KEYS_FILE);
+        Keys::load_or_create_at(&dir.join(KEYS_FILE))
+    }
+
+    /// The keys in the file `path` (several workers that share a store
+    /// share it), created with one fresh key (mode 0600) if missing.
+    ///
+    /// # Errors
+    /// The file cannot be read or written, or does not parse.
+    pub fn load_or_create_at(path: &Path) -> Result<Keys, String> {
+        let path = path.to_path_buf();
         match std::fs::read_to_string(&path) {
             Ok(text) => parse(&text).map_err(|why| format!("{}: {why}", path.display())),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
@@ -94,7 +103,7 @@ impl Keys {
                     }
                     // Another process made it first: use its.
                     Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-                        Keys::load_or_create(dir)
+                        Keys::load_or_create_at(&path)
                     }
                     Err(err) => Err(format!("cannot create {}: {err}", path.display())),
                 }

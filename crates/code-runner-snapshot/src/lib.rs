@@ -21,17 +21,21 @@
 //!
 //! [`keys`] holds the worker's MAC keys (generated once into the data
 //! directory, mode 0600, each with an id so keys can rotate); [`store`]
-//! keeps snapshots under unguessable ids, written whole or not at all.
+//! keeps snapshots under unguessable ids and hibernated sessions under the
+//! hash of their runtime's id, written whole or not at all, in a directory
+//! or ([`objects`]) an object store several workers share.
 
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
 pub mod keys;
+pub mod names;
+pub mod objects;
 pub mod store;
 
 pub use keys::{Key, Keys};
-pub use store::{DirStore, new_snapshot_id, redact};
+pub use store::{DirStore, Kind, Listed, Store, new_snapshot_id, redact, session_name};
 
 /// The first bytes of every snapshot: a name and the format's version.
 pub const MAGIC: [u8; 8] = *b"CRSNAP\x00\x01";

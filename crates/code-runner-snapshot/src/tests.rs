@@ -135,18 +135,21 @@ fn keys_rotate_and_live_in_a_private_file() {
     );
 }
 
-/// The directory store writes whole files under well-formed ids only, and
-/// reads within its cap.
+/// The directory store writes whole files under well-formed names only,
+/// reads within its cap, and keeps each kind apart.
 #[test]
 fn the_directory_store_is_atomic_and_bounded() {
     let dir = tempfile::tempdir().unwrap();
-    let store = DirStore::open(&dir.path().join("snapshots")).unwrap();
+    let store = DirStore::open(dir.path()).unwrap();
     let id = new_snapshot_id();
     assert!(store::is_snapshot_id(&id));
-    store.put(&id, b"whole").unwrap();
-    assert_eq!(store.get(&id, 100).unwrap(), b"whole");
+    store.put(Kind::Snapshot, &id, b"whole").unwrap();
     assert_eq!(
-        store.get(&id, 2).unwrap().len(),
+        store.get(Kind::Snapshot, &id, 100).unwrap().unwrap(),
+        b"whole"
+    );
+    assert_eq!(
+        store.get(Kind::Snapshot, &id, 2).unwrap().unwrap().len(),
         3,
         "one byte past the cap tells it"
     );
@@ -156,22 +159,55 @@ fn the_directory_store_is_atomic_and_bounded() {
         "sn_../../../../etc/passwd0000000000",
         "",
     ] {
-        assert!(store.put(bad, b"x").is_err(), "{bad}");
-        assert!(store.get(bad, 10).is_err(), "{bad}");
+        assert!(store.put(Kind::Snapshot, bad, b"x").is_err(), "{bad}");
+        assert!(store.get(Kind::Snapshot, bad, 10).is_err(), "{bad}");
+        assert!(store.put(Kind::Session, bad, b"x").is_err(), "{bad}");
     }
     assert!(
         store
-            .get(&new_snapshot_id(), 10)
-            .unwrap_err()
-            .starts_with("no snapshot sn_")
+            .get(Kind::Snapshot, &new_snapshot_id(), 10)
+            .unwrap()
+            .is_none()
     );
-    store.delete(&id).unwrap();
-    store.delete(&id).unwrap();
+    let session = session_name("rt_someruntime");
+    assert_eq!(session.len(), 64);
+    assert!(
+        store.put(Kind::Session, &id, b"x").is_err(),
+        "a session is named by a hash"
+    );
+    store.put(Kind::Session, &session, b"asleep").unwrap();
+    assert!(store.get(Kind::Snapshot, &session, 10).is_err());
+    let listed = store.list(Kind::Session, 10).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].name, session);
+    assert_eq!(store.list(Kind::Snapshot, 10).unwrap().len(), 1);
+    store.delete(Kind::Snapshot, &id).unwrap();
+    store.delete(Kind::Snapshot, &id).unwrap();
     let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("snapshots"))
         .unwrap()
         .collect();
     assert!(leftovers.is_empty());
     assert!(!redact(&id).contains(&id[7..]));
+}
+
+/// Each form of `snapshot_store` opens its store, anything else is refused by name.
+#[test]
+fn store_locations_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    assert!(matches!(Store::open("", dir.path()), Ok(Store::Dir(_))));
+    assert!(matches!(
+        Store::open(&format!("file://{data}/shared"), dir.path()),
+        Ok(Store::Dir(_))
+    ));
+    assert!(matches!(
+        Store::open(&format!("{data}/x"), dir.path()),
+        Ok(Store::Dir(_))
+    ));
+    let err = Store::open("ftp://host/x", dir.path()).unwrap_err();
+    assert!(err.contains("ftp://host/x"), "{err}");
+    assert!(Store::open("relative/dir", dir.path()).is_err());
+    assert!(Store::open("s3:///nobucket", dir.path()).is_err());
 }
 
 proptest! {

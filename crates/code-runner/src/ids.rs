@@ -20,6 +20,17 @@ pub fn new_runtime_id(worker: Option<&str>) -> String {
     }
 }
 
+/// The worker that minted `runtime_id` (`rt_<worker>_<secret>`, the secret
+/// being the last 32 characters), if it says: a standalone id has no worker.
+pub fn minted_by(runtime_id: &str) -> Option<&str> {
+    let body = runtime_id
+        .strip_prefix("rt_")
+        .or_else(|| runtime_id.strip_prefix("lk_"))?;
+    let split = body.len().checked_sub(SECRET_CHARS + 1)?;
+    let (worker, rest) = (body.get(..split)?, body.get(split..)?);
+    (rest.starts_with('_') && !worker.is_empty()).then_some(worker)
+}
+
 /// A fresh link token (a run's linked files): `lk_` plus 32 alphanumerics,
 /// the minting worker's name first on a shared engine (`lk_<worker>_<secret>`),
 /// as a runtime id's. A capability: never logged in full.

@@ -190,8 +190,12 @@ impl Worker {
         &self.inner.ops
     }
 
-    /// Leaves the iii engine and closes every kept and namespace runtime.
+    /// Refuses new runs, lets running ones finish and hibernates the kept
+    /// runtimes that can sleep (a restarted worker, or another sharing the
+    /// store, wakes them by id); then leaves the iii engine and closes every
+    /// kept and namespace runtime.
     pub async fn shutdown(&self) {
+        crate::ops::sessions::hibernate::drain(&self.inner.ops).await;
         if let Some(link) = self.inner.link.get() {
             link.shutdown().await;
         }
@@ -200,16 +204,24 @@ impl Worker {
     }
 }
 
-/// Reaps idle kept runtimes until the worker is dropped.
+/// Hibernates and reaps idle kept runtimes until the worker is dropped.
 async fn reap_idle(ops: Weak<Ops>) {
     loop {
-        let ttl = match ops.upgrade() {
-            Some(ops) => Duration::from_secs(ops.config().idle_ttl_secs),
+        let (ttl, soonest) = match ops.upgrade() {
+            Some(ops) => {
+                let config = ops.config();
+                let ttl = Duration::from_secs(config.idle_ttl_secs);
+                let after = Duration::from_secs(config.hibernate_after_secs);
+                (ttl, if after.is_zero() { ttl } else { ttl.min(after) })
+            }
             None => return,
         };
-        tokio::time::sleep((ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(30)))
-            .await;
+        tokio::time::sleep(
+            (soonest / 4).clamp(Duration::from_millis(100), Duration::from_secs(30)),
+        )
+        .await;
         let Some(ops) = ops.upgrade() else { return };
+        crate::ops::sessions::hibernate::sweep(&ops).await;
         crate::ops::retire::reap(&ops, ttl).await;
     }
 }

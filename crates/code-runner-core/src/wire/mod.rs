@@ -187,6 +187,9 @@ pub struct RunResponse {
     /// Present when this kept runtime was reset before this run: its interpreter was lost with an earlier turn (a timeout, a memory cap, an exit), so this run started from a fresh one; `to` says what it went back to, `because` why. Files in `/work` were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_reset: Option<RuntimeReset>,
+    /// Present (true) when this kept runtime was woken from hibernation for this run: idle past `hibernate_after_secs` (or its worker restarted), it had been written to the snapshot store and closed, and was restored before this run with its variables, imports and `/work` as its last run left them. Absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restored: bool,
 }
 
 /// What a kept runtime went back to before a run, and why.

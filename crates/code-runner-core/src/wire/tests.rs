@@ -244,6 +244,7 @@ fn absent_runtime_id_is_absent_not_null() {
         suspended: None,
         result_note: None,
         runtime_reset: None,
+        restored: false,
     };
     let value = serde_json::to_value(response).unwrap();
     assert!(value.get("runtime_id").is_none());

@@ -48,7 +48,43 @@ pub struct DataHost {
     pub(crate) door: Door,
     pub(crate) link: Arc<Link>,
     pub(crate) runtime: tokio::runtime::Handle,
-    pub(crate) clock_base: Instant,
+    pub(crate) clock_base: GuestClock,
+}
+
+/// An instance's monotonic clock: what the guest reads (`time.monotonic()`,
+/// through WASI's `clock_time_get`) and what its sleeps count from are one
+/// clock, counted from a base a restore may move so the reading continues
+/// from a snapshot's (never back).
+#[derive(Clone)]
+pub struct GuestClock(Arc<std::sync::Mutex<Instant>>);
+
+impl GuestClock {
+    /// A clock reading zero now.
+    pub fn new() -> GuestClock {
+        GuestClock(Arc::new(std::sync::Mutex::new(Instant::now())))
+    }
+
+    /// When it read zero.
+    pub fn base(&self) -> Instant {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes it read `reading` now.
+    pub fn set_reading(&self, reading: std::time::Duration) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now()
+            .checked_sub(reading)
+            .unwrap_or_else(Instant::now);
+    }
+}
+
+impl wasmtime_wasi::HostMonotonicClock for GuestClock {
+    fn resolution(&self) -> u64 {
+        1
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.base().elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
 }
 
 impl DataHost {
@@ -78,7 +114,7 @@ impl super::wasi::FsHost for DataHost {
     }
 
     fn clock_base(&self) -> Instant {
-        self.clock_base
+        self.clock_base.base()
     }
 }
 
@@ -96,10 +132,12 @@ pub fn wasi_ctx(
     work_dir: &std::path::Path,
     read_only: bool,
     streams: &SharedStreams,
+    clock: &GuestClock,
 ) -> Result<WasiP1Ctx, String> {
     let mut builder = WasiCtxBuilder::new();
     builder
         .allow_blocking_current_thread(true)
+        .monotonic_clock(clock.clone())
         .stdout(GuestOutput::new(streams.clone(), Stream::Stdout))
         .stderr(GuestOutput::new(streams.clone(), Stream::Stderr));
     builder

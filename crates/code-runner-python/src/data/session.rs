@@ -39,12 +39,14 @@ pub fn instantiate(boot: &Boot) -> Result<DataInstance, String> {
     };
     let options = &boot.options;
     let streams = Arc::new(Mutex::new(Streams::new(Some(8192))));
+    let clock = host::GuestClock::new();
     let wasi = host::wasi_ctx(
         &loaded.artifacts,
         loaded.packages.as_deref(),
         &options.work_dir,
         options.read_only,
         &streams,
+        &clock,
     )?;
     let max_result = options
         .max_result_bytes
@@ -68,7 +70,7 @@ pub fn instantiate(boot: &Boot) -> Result<DataInstance, String> {
         },
         link: boot.link.clone(),
         runtime: boot.runtime.clone(),
-        clock_base: Instant::now(),
+        clock_base: clock,
     };
     let mut store = Store::new(&shared.engine, data);
     store.limiter(|host| &mut host.limiter);
@@ -251,14 +253,12 @@ impl DataInstance {
 
     /// The monotonic clock's reading.
     pub fn clock_reading(&self) -> Duration {
-        self.store.data().clock_base.elapsed()
+        self.store.data().clock_base.base().elapsed()
     }
 
     /// Makes the monotonic clock continue from `reading`.
     pub fn set_clock_reading(&mut self, reading: Duration) {
         // Counted from so that the reading continues (never jumps back).
-        self.store.data_mut().clock_base = Instant::now()
-            .checked_sub(reading)
-            .unwrap_or_else(Instant::now);
+        self.store.data().clock_base.set_reading(reading);
     }
 }

@@ -99,8 +99,7 @@ pub(crate) async fn install(
         ))
         .into());
     }
-    let kept = ops.registry.get(&request.runtime_id)?;
-    let _busy = kept.enter();
+    let (kept, _busy) = crate::ops::standing::enter(&ops, &request.runtime_id).await?;
     static INSTALLING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_INSTALLING);
     let _installing = INSTALLING.try_acquire().map_err(|_| {
         RunnerError::new(

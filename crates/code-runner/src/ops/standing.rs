@@ -7,14 +7,23 @@
 //! that ended (`expired`), or nothing (`runtime_not_found`). A suspended
 //! run is looked at first: its id may also name a kept runtime, and while it
 //! waits only `resume` and `teardown` may touch it.
+//!
+//! An id may also name a hibernated session: not in the registry but in
+//! the snapshot store ([`crate::ops::sessions::hibernate`]). [`present`] and
+//! [`enter`] wake it, so a call finds it as it left it.
 
 use std::sync::Arc;
 
-use code_runner_core::RunnerError;
+use code_runner_core::{ErrorCode, RunnerError};
 
 use crate::ids::redact;
 use crate::ops::Ops;
-use crate::runtimes::registry::Kept;
+use crate::ops::sessions::hibernate;
+use crate::runtimes::registry::{BusyGuard, Kept};
+
+/// The most times a call looks for its runtime while it moves between
+/// hibernation and life.
+const LOOKS: usize = 4;
 
 /// What a runtime id names now.
 pub(crate) enum Standing {
@@ -53,4 +62,48 @@ pub(crate) fn for_run(ops: &Ops, id: &str) -> Result<Arc<Kept>, RunnerError> {
             redact(id),
         ))),
     }
+}
+
+/// As [`for_run`], waking the runtime first if it is hibernated.
+///
+/// # Errors
+/// As [`for_run`]; a hibernated session that cannot be woken says why
+/// (a refused snapshot, no slot).
+pub(crate) async fn present(ops: &Arc<Ops>, id: &str) -> Result<Arc<Kept>, RunnerError> {
+    let mut looks = 0;
+    loop {
+        match for_run(ops, id) {
+            Err(err) if err.code == ErrorCode::RuntimeNotFound && looks < LOOKS => {
+                looks += 1;
+                if !hibernate::wake(ops, id).await? {
+                    return Err(err);
+                }
+            }
+            found => return found,
+        }
+    }
+}
+
+/// The kept runtime `id` names, entered for a call: the reaper and
+/// hibernation pass it by while the guard lives. A hibernated one is woken
+/// first; one taken for hibernation between the lookup and the entry is
+/// looked for again.
+///
+/// # Errors
+/// As [`present`]; `capacity` when it kept moving.
+pub(crate) async fn enter(ops: &Arc<Ops>, id: &str) -> Result<(Arc<Kept>, BusyGuard), RunnerError> {
+    for _ in 0..LOOKS {
+        let kept = present(ops, id).await?;
+        let busy = kept.enter();
+        if ops.registry.is_current(id, &kept) {
+            return Ok((kept, busy));
+        }
+    }
+    Err(RunnerError::new(
+        ErrorCode::Capacity,
+        format!(
+            "runtime {} is moving between hibernation and life; retry",
+            redact(id)
+        ),
+    ))
 }

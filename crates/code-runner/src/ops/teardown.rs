@@ -43,7 +43,7 @@ pub(crate) async fn teardown(
             // and no later resume can let it through.
             let unregistered = match crate::ops::approvals::suspended::end(&ops, &id).await {
                 Some(unregistered) => unregistered,
-                None => crate::ops::retire::remove_kept(&ops, &id).await?,
+                None => teardown_kept(&ops, &id).await?,
             };
             TeardownResponse {
                 torn_down: true,
@@ -64,6 +64,22 @@ pub(crate) async fn teardown(
         }
     };
     Ok(serde_json::to_value(response).unwrap_or(Value::Null))
+}
+
+/// Tears down the kept runtime `id`, live or hibernated (its stored
+/// session is deleted); returns what that unregistered.
+async fn teardown_kept(ops: &Arc<Ops>, id: &str) -> Result<Vec<String>, RunnerError> {
+    // Not halfway to or from the store.
+    ops.registry.transit.wait(id).await;
+    match crate::ops::retire::remove_kept(ops, id).await {
+        Err(err) if err.code == code_runner_core::ErrorCode::RuntimeNotFound => {
+            match crate::ops::sessions::hibernate::end(ops, id).await? {
+                true => Ok(Vec::new()),
+                false => Err(err),
+            }
+        }
+        done => done,
+    }
 }
 
 /// `code-runner::teardown {namespace}`: destroys every runtime behind the

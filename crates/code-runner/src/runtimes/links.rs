@@ -178,6 +178,18 @@ impl Links {
         }
     }
 
+    /// The sets made on the kept runtime `owner` outlive it (it hibernated):
+    /// from now on each lives for the idle TTL since its last use.
+    pub fn release(&self, owner: RuntimeKey) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        for set in state.sets.values_mut() {
+            if set.owner == Some(owner) {
+                set.owner = None;
+                set.used = Instant::now();
+            }
+        }
+    }
+
     /// Bytes held now, and sets.
     pub fn held(&self) -> (usize, usize) {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());

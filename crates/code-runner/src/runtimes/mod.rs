@@ -5,10 +5,13 @@
 pub(crate) mod bounded;
 pub(crate) mod engines;
 pub(crate) mod isolation;
+pub(crate) mod kept;
 pub(crate) mod lineage;
 pub(crate) mod links;
 pub(crate) mod loading;
 pub(crate) mod pool;
 pub(crate) mod ready;
 pub(crate) mod registry;
+pub(crate) mod slot;
+pub(crate) mod transit;
 pub(crate) mod workdir;

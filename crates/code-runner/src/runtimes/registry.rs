@@ -9,33 +9,23 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use code_runner_core::{ErrorCode, Lang, RunnerError, Runtime};
+use code_runner_core::{ErrorCode, RunnerError};
 
 use crate::ids::RuntimeKey;
 use crate::ids::redact;
+pub use crate::runtimes::kept::{BusyGuard, Kept};
 
 /// How many reaped or torn-down ids are remembered to answer `expired`.
 const REMEMBERED_EXPIRED: usize = 65_536;
 
-/// A held runtime slot; dropping it frees the slot.
-#[derive(Debug)]
-pub struct Slot {
-    used: Arc<AtomicUsize>,
-    freed: Arc<tokio::sync::Notify>,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.used.fetch_sub(1, Ordering::SeqCst);
-        self.freed.notify_waiters();
-    }
-}
-
 /// The longest a run waits for a slot when all are taken.
 pub const SLOT_WAIT: Duration = Duration::from_secs(5);
 
+pub use crate::runtimes::kept::Held;
+pub use crate::runtimes::slot::Slot;
+pub use crate::runtimes::transit::{Passage, Transit};
 pub use crate::runtimes::workdir::WorkDir;
 
 /// The capacity error: `used` of `max` slots taken, then `then`.
@@ -46,66 +36,6 @@ fn full(used: usize, max: usize, then: &str) -> RunnerError {
     )
 }
 
-/// A kept runtime.
-pub struct Kept {
-    /// Its language.
-    pub lang: Lang,
-    /// Its lineage key (what it published and started is filed under it).
-    pub key: RuntimeKey,
-    /// The engine runtime.
-    pub runtime: Arc<dyn Runtime>,
-    last_used: Mutex<Instant>,
-    busy: AtomicUsize,
-    dir: Mutex<Option<WorkDir>>,
-    /// Why its interpreter was lost with a turn, until its next run says so.
-    reset: Mutex<Option<String>>,
-    _slot: Slot,
-}
-
-impl Kept {
-    /// Its host directory (python's `/work`, node's `iii.files`), while it has one.
-    pub fn dir_path(&self) -> Option<std::path::PathBuf> {
-        let dir = self.dir.lock().unwrap_or_else(|p| p.into_inner());
-        dir.as_ref().map(|dir| dir.0.clone())
-    }
-
-    /// Closes the runtime (its thread has exited when this returns), then
-    /// removes its directory off the async workers.
-    pub async fn close(&self) {
-        self.runtime.close().await;
-        let dir = self.dir.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(dir) = dir {
-            dir.remove().await;
-        }
-    }
-
-    /// Its interpreter was lost with a turn, `because`: the next run says so.
-    pub fn mark_reset(&self, because: &str) {
-        *self.reset.lock().unwrap_or_else(|p| p.into_inner()) = Some(because.to_string());
-    }
-
-    /// Why its interpreter was lost since its last run, if it was (once).
-    pub fn take_reset(&self) -> Option<String> {
-        self.reset.lock().unwrap_or_else(|p| p.into_inner()).take()
-    }
-
-    /// Marks a call in progress; the reaper skips busy runtimes.
-    pub fn enter(self: &Arc<Self>) -> BusyGuard {
-        self.busy.fetch_add(1, Ordering::SeqCst);
-        BusyGuard(self.clone())
-    }
-}
-
-/// Ends a call on a kept runtime and refreshes its idle clock.
-pub struct BusyGuard(Arc<Kept>);
-
-impl Drop for BusyGuard {
-    fn drop(&mut self) {
-        *self.0.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-        self.0.busy.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 /// The registry of live runtimes.
 #[derive(Default)]
 pub struct Registry {
@@ -114,6 +44,8 @@ pub struct Registry {
     freed: Arc<tokio::sync::Notify>,
     kept: Mutex<HashMap<String, Arc<Kept>>>,
     expired: Mutex<(HashSet<String>, VecDeque<String>)>,
+    /// Kept runtimes on their way to or from hibernation.
+    pub transit: Transit,
 }
 
 impl Registry {
@@ -160,10 +92,7 @@ impl Registry {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| {
                 (used < max).then_some(used + 1)
             })?;
-        Ok(Slot {
-            used: self.used.clone(),
-            freed: self.freed.clone(),
-        })
+        Ok(Slot::new(self.used.clone(), self.freed.clone()))
     }
 
     /// Slots in use.
@@ -176,28 +105,53 @@ impl Registry {
         self.lock_kept().len()
     }
 
-    /// Keeps `runtime` (lineage key `key`) under `id`.
-    pub fn keep(
-        &self,
-        id: String,
-        lang: Lang,
-        key: RuntimeKey,
-        runtime: Arc<dyn Runtime>,
-        dir: WorkDir,
-        slot: Slot,
-    ) {
-        let kept = Kept {
-            lang,
-            key,
-            runtime,
-            last_used: Mutex::new(Instant::now()),
-            busy: AtomicUsize::new(0),
-            dir: Mutex::new(Some(dir)),
-            reset: Mutex::new(None),
-            _slot: slot,
-        };
+    /// Keeps `runtime` (lineage key `key`, its memory ceiling `memory_mb`) under `id`.
+    pub fn keep(&self, id: String, held: Held, dir: WorkDir, slot: Slot) -> Arc<Kept> {
+        let kept = Arc::new(Kept::new(held, dir, slot));
         tracing::debug!(runtime = %redact(&id), "runtime kept");
-        self.lock_kept().insert(id, Arc::new(kept));
+        self.lock_kept().insert(id, kept.clone());
+        kept
+    }
+
+    /// Whether `kept` is still the runtime kept under `id` (hibernation
+    /// may have taken it between a lookup and its call's start).
+    pub fn is_current(&self, id: &str, kept: &Arc<Kept>) -> bool {
+        self.lock_kept()
+            .get(id)
+            .is_some_and(|now| Arc::ptr_eq(now, kept))
+    }
+
+    /// Takes out every kept runtime idle for at least `after`, not busy,
+    /// that `eligible` accepts, each marked in transit
+    /// within the same lock (so a call for it waits for it, never finds it
+    /// missing); the caller hibernates each or puts it back.
+    pub fn take_sleepy(
+        &self,
+        after: Duration,
+        eligible: impl Fn(&str, &Kept) -> bool,
+    ) -> Vec<(String, Arc<Kept>, Passage)> {
+        let mut kept = self.lock_kept();
+        let ids: Vec<String> = kept
+            .iter()
+            .filter(|(id, k)| k.idle_for(after) && eligible(id, k))
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.into_iter()
+            .filter_map(|id| {
+                let passage = self.transit.begin(&id)?;
+                kept.remove(&id).map(|k| (id, k, passage))
+            })
+            .collect()
+    }
+
+    /// Whether a call is in progress on any kept runtime.
+    pub fn any_busy(&self) -> bool {
+        self.lock_kept().values().any(|k| k.is_busy())
+    }
+
+    /// Files `kept` under `id` again (its hibernation failed).
+    pub fn put_back(&self, id: String, kept: Arc<Kept>) {
+        self.lock_kept().insert(id, kept);
     }
 
     /// The kept runtime `id`.
@@ -264,15 +218,10 @@ impl Registry {
     /// Takes every kept runtime idle for at least `ttl` out of the registry
     /// (their ids answer `expired` from now on); the caller retires and closes them.
     pub fn take_idle(&self, ttl: Duration) -> Vec<(String, Arc<Kept>)> {
-        let now = Instant::now();
         let mut kept = self.lock_kept();
         let ids: Vec<String> = kept
             .iter()
-            .filter(|(_, k)| {
-                k.busy.load(Ordering::SeqCst) == 0
-                    && now.duration_since(*k.last_used.lock().unwrap_or_else(|p| p.into_inner()))
-                        >= ttl
-            })
+            .filter(|(_, k)| k.idle_for(ttl))
             .map(|(id, _)| id.clone())
             .collect();
         // Every reaped id answers `expired` from now on, not only once

@@ -131,6 +131,11 @@ impl Catalog {
         self.lock().get(id).map(|p| p.owner.clone())
     }
 
+    /// Whether `owner` published anything.
+    pub fn owns_any(&self, owner: &Owner) -> bool {
+        self.lock().values().any(|p| p.owner == *owner)
+    }
+
     /// The runtime (not a namespace runtime) holding `namespace`, if any.
     pub fn runtime_holder(&self, namespace: &str) -> Option<RuntimeKey> {
         in_namespace(&self.lock(), namespace).find_map(|(_, p)| match p.owner {

@@ -33,6 +33,7 @@ use crate::bus::names::{READ_FILE, REGISTER_FUNCTION, RELEASE, RUN, TEARDOWN};
 use crate::bus::{CallError, Caller, FUNCTION_NOT_FOUND, Function, Handler};
 use crate::edge::iii::{Delivery, IiiLink};
 use crate::ops::Ops;
+use crate::ops::sessions::hibernate;
 
 /// The shared ids a front routes.
 pub(crate) const SHARED: [&str; 4] = [RUN, REGISTER_FUNCTION, TEARDOWN, READ_FILE];
@@ -54,16 +55,7 @@ fn scoped_worker(id: &str) -> Option<&str> {
     id.strip_prefix("code-runner@")?.strip_suffix("::run")
 }
 
-/// The worker that minted `runtime_id` (`rt_<worker>_<secret>`, the secret
-/// being the last 32 characters), if it says: a standalone id has no worker.
-pub fn minted_by(runtime_id: &str) -> Option<&str> {
-    let body = runtime_id
-        .strip_prefix("rt_")
-        .or_else(|| runtime_id.strip_prefix("lk_"))?;
-    let split = body.len().checked_sub(crate::ids::SECRET_CHARS + 1)?;
-    let (worker, rest) = (body.get(..split)?, body.get(split..)?);
-    (rest.starts_with('_') && !worker.is_empty()).then_some(worker)
-}
+pub use crate::ids::minted_by;
 
 /// The routing state of one worker.
 pub(crate) struct Router {
@@ -267,11 +259,42 @@ async fn route(
         .and_then(minted_by)
         .map(str::to_string);
     if let Some(owner) = owner {
-        if owner == me || !link.connected() {
+        let runtime_id = payload["runtime_id"].as_str().map(str::to_string);
+        let held_here = runtime_id
+            .as_deref()
+            .is_none_or(|id| ops.registry.get(id).is_ok());
+        if (owner == me && held_here) || !link.connected() {
             return local(payload, Caller::host()).await;
         }
-        return forward(owner.clone(), payload)
-            .await
+        // A session another worker woke (its minter had left) lives there
+        // now, even once its minter is back.
+        if let Some(id) = &runtime_id
+            && let Some(holder) = hibernate::holder(ops, id).await
+        {
+            if holder == me {
+                return local(payload, Caller::host()).await;
+            }
+            match forward(holder, payload.clone()).await {
+                Err(err)
+                    if passes_on(&err)
+                        && err.code != code_runner_core::ErrorCode::Capacity.as_str() => {}
+                answer => return answer,
+            }
+        }
+        if owner == me {
+            return local(payload, Caller::host()).await;
+        }
+        let answer = forward(owner.clone(), payload.clone()).await;
+        // Its minter is gone, but the store several workers share holds the
+        // session it hibernated as it left: woken here.
+        if let (Err(err), Some(id)) = (&answer, &runtime_id)
+            && passes_on(err)
+            && err.code != code_runner_core::ErrorCode::Capacity.as_str()
+            && hibernate::is_stored(ops, id).await
+        {
+            return local(payload, Caller::host()).await;
+        }
+        return answer
             .map_err(|err| match passes_on(&err) && err.code != code_runner_core::ErrorCode::Capacity.as_str() {
                 // The worker that held it is gone, and its runtimes with it.
                 true => code_runner_core::RunnerError::new(

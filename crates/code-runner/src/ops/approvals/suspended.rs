@@ -209,6 +209,7 @@ pub(crate) async fn answer(ops: &Arc<Ops>, mut job: Job) -> Result<Value, CallEr
         }),
         result_note: None,
         runtime_reset: None,
+        restored: false,
     };
     let (id, call_id) = (job.id.clone(), call.call_id.clone());
     tracing::debug!(runtime = %redact(&id), function = %call.function_id, "a run is suspended on a call that waits for approval");

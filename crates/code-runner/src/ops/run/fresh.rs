@@ -18,7 +18,7 @@ use crate::ops::Ops;
 use crate::ops::guest::GuestContext;
 use crate::ops::retire::{self, Live};
 use crate::runtimes::lineage::Lasting;
-use crate::runtimes::registry::{Slot, WorkDir};
+use crate::runtimes::registry::{Held, Slot, WorkDir};
 
 /// The run of an admitted request without a `runtime_id`.
 pub(super) async fn run(
@@ -78,6 +78,7 @@ pub(super) async fn run(
         config: &admitted.config,
         kept: None,
         reset: None,
+        restored: false,
     };
     let Admitted { settle, id, .. } = admitted;
     let settle = settle.with_files(files);
@@ -89,6 +90,7 @@ pub(super) async fn run(
                 id,
                 lang,
                 key,
+                memory_mb,
                 runtime,
                 dir,
                 slot,
@@ -179,6 +181,7 @@ struct Kept {
     id: String,
     lang: Lang,
     key: RuntimeKey,
+    memory_mb: u64,
     runtime: Arc<dyn Runtime>,
     dir: WorkDir,
     slot: Slot,
@@ -196,12 +199,19 @@ async fn keep(
         id,
         lang,
         key,
+        memory_mb,
         runtime,
         dir,
         slot,
         live,
     } = kept;
-    ops.registry.keep(id.clone(), lang, key, runtime, dir, slot);
+    let held = Held {
+        lang,
+        key,
+        runtime,
+        memory_mb,
+    };
+    ops.registry.keep(id.clone(), held, dir, slot);
     live.keep();
     refill_pool(&ops.engines, lang);
     if ops.lineage.is_orphaned(key) {

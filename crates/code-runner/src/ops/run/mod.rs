@@ -55,8 +55,10 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
 /// lineage and ends with the caller ([`crate::runtimes::lineage`]).
 pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result<Value, CallError> {
     let request: RunRequest = parse(payload)?;
+    ops.sessions.refuse_if_draining()?;
+    let _in_flight = ops.sessions.track_run();
     if let Some(id) = &request.runtime_id {
-        crate::ops::standing::for_run(&ops, id)?;
+        crate::ops::standing::present(&ops, id).await?;
     }
     // The id the run is filed under if its code suspends on a call that
     // waits for a person: the kept runtime's, or a new one (which a `keep`
@@ -193,7 +195,7 @@ async fn on_kept(ops: &Arc<Ops>, admitted: Admitted, id: &str) -> Result<Value, 
         )
         .into());
     }
-    let kept = crate::ops::standing::for_run(ops, id)?;
+    let (kept, _busy) = crate::ops::standing::enter(ops, id).await?;
     if let Some(lang) = admitted.request.lang.filter(|lang| *lang != kept.lang) {
         return Err(RunnerError::invalid(format!(
             "lang {lang} contradicts runtime {}, which runs {}",
@@ -206,11 +208,11 @@ async fn on_kept(ops: &Arc<Ops>, admitted: Admitted, id: &str) -> Result<Value, 
     // its published functions alike) are bounded, so a client cannot queue
     // turns, and the code they carry, without end.
     let _place = ops.lineage.wait_for(kept.key)?;
-    let _busy = kept.enter();
     admitted.files.put(kept.runtime.as_ref()).await?;
     let context = GuestContext::of(ops, kept.key, kept.lang, None);
     // Said once, by the first run after the interpreter was lost.
     let reset = kept.take_reset();
+    let restored = kept.take_woken();
     let spec = admitted.plan.turn(context, admitted.timeout);
     let (outcome, images) = kept.runtime.run_with_images(spec).await;
     retire::forget_lost_registrations(ops, kept.key, &outcome.ending);
@@ -230,6 +232,7 @@ async fn on_kept(ops: &Arc<Ops>, admitted: Admitted, id: &str) -> Result<Value, 
             config: &admitted.config,
             kept: Some(&kept),
             reset,
+            restored,
         },
     )
 }

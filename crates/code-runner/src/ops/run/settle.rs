@@ -23,6 +23,8 @@ pub(super) struct Context<'a> {
     pub(super) config: &'a code_runner_core::Config,
     pub(super) kept: Option<&'a crate::runtimes::registry::Kept>,
     pub(super) reset: Option<String>,
+    /// The kept runtime was woken from hibernation for this run.
+    pub(super) restored: bool,
 }
 
 /// The caps a run's answer is settled under, what its requests cost, and
@@ -70,6 +72,7 @@ impl Settle {
             to: ResetTo::Fresh,
             because,
         });
+        response.restored = context.restored;
         response.images = cap_images(images, self.image_caps);
         response.usage.egress = self.egress.usage();
         response.files = self.files;

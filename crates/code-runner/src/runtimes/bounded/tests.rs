@@ -178,9 +178,13 @@ mod in_a_worker {
         let runtime = attach(inner, key, stuck());
         let dir = WorkDir::create(temp.path().join("stuck")).unwrap();
         let id = "rt_stuckstuckstuckstuckstuckstuck00";
-        inner
-            .registry
-            .keep(id.into(), Lang::Node, key, runtime, dir, slot);
+        let held = crate::runtimes::kept::Held {
+            lang: Lang::Node,
+            key,
+            runtime,
+            memory_mb: 0,
+        };
+        inner.registry.keep(id.into(), held, dir, slot);
         let run = json!({"runtime_id": id, "code": "return 1", "timeout_ms": 100});
         let err = worker.call(RUN, run.clone()).await.unwrap_err();
         assert_eq!(err.code, "code-runner::timeout", "{err}");

@@ -340,6 +340,11 @@ impl Lineage {
         self.lock().get(&key).map(|node| node.root)
     }
 
+    /// Whether a runtime `key` started still lives.
+    pub fn has_children(&self, key: RuntimeKey) -> bool {
+        self.lock().values().any(|node| node.parent == Some(key))
+    }
+
     /// Whether the runtime that started `key` ended while `key` was still
     /// in its first call (so keeping `key` now would outlive its parent).
     pub fn is_orphaned(&self, key: RuntimeKey) -> bool {

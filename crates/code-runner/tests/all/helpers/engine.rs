@@ -239,6 +239,12 @@ impl WorkerProc {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// SIGTERMs the worker and waits up to `limit` for it to exit.
+    pub fn terminate(&mut self, limit: std::time::Duration) -> std::process::ExitStatus {
+        let log = self.log();
+        crate::helpers::process::terminate(&mut self.child, limit, &log)
+    }
+
     /// Panics with the log if the process has exited.
     #[track_caller]
     pub fn assert_alive(&mut self) {

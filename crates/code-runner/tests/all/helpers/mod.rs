@@ -6,7 +6,7 @@
 
 pub mod engine;
 pub mod lang;
-mod process;
+pub mod process;
 mod server;
 
 use std::time::{Duration, Instant};

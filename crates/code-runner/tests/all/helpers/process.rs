@@ -169,6 +169,12 @@ impl ServeProcess {
         }
     }
 
+    /// SIGTERMs the process and waits up to `limit` for it to exit.
+    pub fn terminate(&mut self, limit: Duration) -> ExitStatus {
+        let log = self.log();
+        terminate(&mut self.child, limit, &log)
+    }
+
     /// SIGKILLs the process and reaps it.
     pub fn kill(&mut self) -> ExitStatus {
         let _ = self.child.kill();
@@ -180,6 +186,27 @@ impl Drop for ServeProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// SIGTERMs `child` and waits up to `limit` for it to exit; panics (with
+/// `log`) past that.
+pub fn terminate(child: &mut Child, limit: Duration, log: &str) -> ExitStatus {
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success(), "kill -TERM failed");
+    let until = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            panic!("the process did not exit within {limit:?} of SIGTERM:\n{log}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

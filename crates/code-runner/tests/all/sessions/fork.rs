@@ -193,7 +193,9 @@ async fn a_snapshot_past_its_cap_is_refused_and_the_runtime_serves_on() {
     let id = server
         .keep("import numpy as np\narr = np.random.random((8 << 20) // 8)")
         .await;
-    let answer = server.call("code-runner::snapshot", json!({"runtime_id": id})).await;
+    let answer = server
+        .call("code-runner::snapshot", json!({"runtime_id": id}))
+        .await;
     answer.assert_error("code-runner::resource_exhausted", "max_snapshot_mb (1 MiB)");
     let answer = server.run_on(&id, "result = int(arr.size)").await;
     assert_eq!(answer.ok()["result"], 1 << 20, "{}", answer.body);

@@ -19,6 +19,8 @@ const browserPath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const artifacts = join(__dirname, "artifacts");
 /** Any full runtime id, as the worker mints them. */
 const FULL_ID = /rt_[A-Za-z0-9]{32}/;
+/** Any full snapshot id, as the worker mints them. */
+const FULL_SNAPSHOT_ID = /sn_[A-Za-z0-9]{32}/;
 /** Any full call id of a suspended run, as the worker mints them. */
 const FULL_CALL_ID = /call_[A-Za-z0-9]{24}/;
 /** The server's configuration: every billing::* call a guest makes waits for approval. */
@@ -83,6 +85,8 @@ async function assertNoFullIdInPage() {
   expect(markup).not.toMatch(FULL_ID);
   expect(text).not.toMatch(FULL_CALL_ID);
   expect(markup).not.toMatch(FULL_CALL_ID);
+  expect(text).not.toMatch(FULL_SNAPSHOT_ID);
+  expect(markup).not.toMatch(FULL_SNAPSHOT_ID);
   for (const id of seenCallIds) {
     expect(text).not.toContain(id.slice(9));
     expect(markup).not.toContain(id.slice(9));
@@ -237,6 +241,31 @@ describe("the playground on a real code-runner serve", () => {
     await attached.getByRole("button", { name: "remove cities.csv" }).click();
     expect(await page.getByRole("list", { name: "attached files" }).count()).toBe(0);
     await page.getByLabel("collect (globs, comma-separated)").fill("");
+  });
+
+  /// A kept python runtime forks: a snapshot (its id masked), restored as a second kept runtime
+  /// that starts where the first was and goes its own way.
+  it("forks a kept python runtime into a second one", async () => {
+    await writeCode("branch = 'trunk'\nresult = branch");
+    await page.getByRole("button", { name: "Run & keep" }).click();
+    expect((await (await newestAnswer()).locator(".cr-value").innerText()).trim()).toBe('"trunk"');
+    await page.getByRole("button", { name: "Fork" }).click();
+    const restored = await newestAnswer();
+    await expect.poll(() => restored.locator(".cr-verdict").innerText(), { timeout: ANSWER_MS }).toBe("restored");
+    expect(await restored.locator(".cr-snapshot-id").innerText()).toMatch(/^sn_[A-Za-z0-9]{4}…$/);
+    expect(await page.locator(".pg-kept-row").count()).toBe(2);
+    await writeCode("branch += ' fork'\nresult = branch");
+    await page.getByRole("button", { name: "Run here" }).first().click();
+    expect((await (await newestAnswer()).locator(".cr-value").innerText()).trim()).toBe('"trunk fork"');
+    await writeCode("result = branch");
+    await page.getByRole("button", { name: "Run here" }).nth(1).click();
+    expect((await (await newestAnswer()).locator(".cr-value").innerText()).trim()).toBe('"trunk"');
+    await assertNoFullIdInPage();
+    for (const left of [1, 0]) {
+      await page.getByRole("button", { name: "Tear down", exact: true }).first().click();
+      await expect.poll(() => page.locator(".pg-kept-row").count(), { timeout: ANSWER_MS }).toBe(left);
+    }
+    seenIds.clear();
   });
 
   /// runtime_id is a capability: the kept run shows a truncated chip, the page never holds the full id,

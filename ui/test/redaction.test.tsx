@@ -139,3 +139,32 @@ describe("redactText", () => {
     expect(redactText(`${id} ${id}`)).toBe(`${maskId(id)} ${maskId(id)}`);
   });
 });
+
+describe("snapshot ids", () => {
+  /// A snapshot id restores a session: the snapshot and restore cards and the raw JSON show it masked.
+  it("masks snapshot ids on the snapshot and restore cards and in the raw answer", () => {
+    const id = runtimeId();
+    const fork = runtimeId();
+    const snapshot = `sn_${runtimeId().slice(3)}`;
+    const taken = markup(renderer.tryRender(done("code-runner::snapshot", { runtime_id: id }, { snapshot_id: snapshot, bytes: 412345, created_at: 1 })));
+    expect(taken).toContain("saved");
+    expect(taken).toContain(maskId(snapshot));
+    expect(taken).toContain("403 KB");
+    const restored = markup(renderer.tryRender(done("code-runner::restore", { snapshot_id: snapshot }, { runtime_id: fork })));
+    expect(restored).toContain("restored");
+    for (const html of [taken, restored]) {
+      expect(html).not.toContain(snapshot);
+      expect(containsRuntimeId(html)).toBe(false);
+    }
+    const raw = JSON.stringify(renderer.redactRaw({ input: { snapshot_id: snapshot }, output: { runtime_id: fork } }));
+    expect(raw).not.toContain(snapshot);
+    expect(raw).toContain(`"snapshot_id":"${snapshot.slice(0, 7)}…"`);
+    expect(redactText(`kept as ${snapshot}.`)).toBe(`kept as ${snapshot.slice(0, 7)}….`);
+  });
+
+  /// A run that woke a hibernated session says so on its card.
+  it("says when a run woke its session from hibernation", () => {
+    const html = markup(renderer.tryRender(done("code-runner::run", { runtime_id: runtimeId(), code: "x" }, runResponse({ restored: true }))));
+    expect(html).toContain("woken from hibernation");
+  });
+});

@@ -13,6 +13,7 @@
 
 mod collect;
 mod egress;
+mod hibernated;
 mod isolation;
 mod measure;
 mod native;
@@ -74,6 +75,10 @@ pub struct BenchArgs {
     /// DataFrame, a 50 MiB array) against a kept turn.
     #[arg(long)]
     pub sessions: bool,
+    /// Instead of the figures: N small python sessions hibernated in one worker's store, and a
+    /// live runtime's kept turn before and with them, a wake's cost and the store's bytes.
+    #[arg(long, value_name = "N")]
+    pub hibernated: Option<usize>,
 }
 
 /// How many of each thing to do.
@@ -150,6 +155,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let data = tempfile::Builder::new()
         .prefix("code-runner-bench-")
         .tempdir()?;
+    if let Some(sessions) = args.hibernated {
+        let figures = hibernated::measure(sessions, plan.latency.min(50), data.path()).await?;
+        std::fs::write(&args.out, serde_json::to_string_pretty(&figures)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.sessions {
         let figures = sessions::measure(plan.latency.min(50), data.path()).await?;
         std::fs::write(&args.out, serde_json::to_string_pretty(&figures)?)?;

@@ -36,6 +36,12 @@ pub struct RuntimeOptions {
     pub work_dir: PathBuf,
     /// Python: mount `/work` read-only. Node: `iii.files` refuses writes and removals.
     pub read_only: bool,
+    /// Python (the data interpreter): before each turn the runtime keeps its
+    /// state (memory and `/work`) aside, and a turn that loses the
+    /// interpreter (a timeout, a memory cap, an exit) puts it back instead
+    /// of starting a fresh interpreter ([`TurnOutcome::went_back`]).
+    #[serde(default)]
+    pub checkpoint: bool,
     /// The largest completion value the engine hands over as a value: past
     /// it the engine reports only its size and shape
     /// ([`Completion::Oversize`]), without ever parsing it on the host.
@@ -64,6 +70,7 @@ impl Default for RuntimeOptions {
             memory_mb: crate::DEFAULT_MEMORY_MB,
             work_dir: PathBuf::new(),
             read_only: false,
+            checkpoint: false,
             max_result_bytes: None,
             heap_mb: crate::DEFAULT_HEAP_MB,
             external_mb: crate::DEFAULT_EXTERNAL_MB,
@@ -368,6 +375,10 @@ pub struct TurnOutcome {
     /// next turn starts a fresh interpreter. Never set by an engine whose
     /// state survives a stopped turn (node's isolate).
     pub interpreter_reset: bool,
+    /// The interpreter was lost with this turn and the runtime went back to
+    /// its checkpoint, its state before the turn ([`RuntimeOptions::checkpoint`]):
+    /// its variables and `/work` are as they were, nothing of the turn is left.
+    pub went_back: bool,
 }
 
 pub use crate::wire::Image;

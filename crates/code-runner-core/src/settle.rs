@@ -237,6 +237,7 @@ mod tests {
             ending,
             denied: false,
             interpreter_reset: false,
+            went_back: false,
         }
     }
 

@@ -138,5 +138,6 @@ pub(crate) fn crashed(cap: Option<usize>, message: String) -> TurnOutcome {
         ending: TurnEnding::Faulted(Fault::Crashed(message)),
         denied: false,
         interpreter_reset: false,
+        went_back: false,
     }
 }

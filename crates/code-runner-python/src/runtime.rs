@@ -151,6 +151,7 @@ impl PythonRuntime {
             ending: TurnEnding::Faulted(fault),
             denied: false,
             interpreter_reset: false,
+            went_back: false,
         };
         (outcome, TurnImages::default())
     }
@@ -309,10 +310,18 @@ fn data_capture(
     let pristine = match loaded.pristine.get() {
         Some(hashes) => hashes,
         None => {
-            let mut fresh = crate::data::session::instantiate(boot).map_err(RunnerError::engine)?;
-            let hashes = state::page_hashes(fresh.memory_bytes());
-            drop(fresh);
-            loaded.pristine.get_or_init(|| hashes)
+            // One at a time: the pool keeps room for one fresh instance.
+            let _hashing = loaded.hashing.lock().unwrap_or_else(|p| p.into_inner());
+            match loaded.pristine.get() {
+                Some(hashes) => hashes,
+                None => {
+                    let mut fresh =
+                        crate::data::session::instantiate(boot).map_err(RunnerError::engine)?;
+                    let hashes = state::page_hashes(fresh.memory_bytes());
+                    drop(fresh);
+                    loaded.pristine.get_or_init(|| hashes)
+                }
+            }
         }
     };
     state::capture(
@@ -321,6 +330,22 @@ fn data_capture(
         &boot.options.work_dir,
         boot.options.memory_mb,
     )
+}
+
+/// A runtime's state put back from its checkpoint: `/work` emptied and
+/// written as it was, then a fresh instance given the memory.
+fn go_back<I>(
+    boot: &Boot,
+    saved: &crate::data::state::Sections,
+    instantiate: fn(&Boot) -> Result<I, String>,
+    apply: fn(&mut I, &crate::data::state::Sections) -> Result<(), RunnerError>,
+) -> Result<I, RunnerError> {
+    let work = &boot.options.work_dir;
+    crate::data::state::clear_work(work)?;
+    crate::data::state::restore_work(saved, work)?;
+    let mut instance = instantiate(boot).map_err(RunnerError::engine)?;
+    apply(&mut instance, saved)?;
+    Ok(instance)
 }
 
 /// Writes a run's files into `/work` within an instance's quota.
@@ -392,7 +417,7 @@ fn serve<I>(
                 continue;
             }
         };
-        let instance = match live.take() {
+        let mut instance = match live.take() {
             Some(instance) => instance,
             None => match instantiate(&boot) {
                 Ok(instance) => instance,
@@ -403,11 +428,33 @@ fn serve<I>(
                 }
             },
         };
+        // A checkpoint: the state before the turn, set aside (a runtime
+        // holding a file open between turns has none this turn).
+        let saved = match boot.options.checkpoint {
+            true => capture(&mut instance, &boot).ok(),
+            false => None,
+        };
         let (mut outcome, images, survivor) = run(instance, spec);
-        // No survivor: the interpreter went with the turn (a trap, an exit);
-        // the next turn instantiates a fresh one on the same /work.
-        outcome.interpreter_reset = survivor.is_none();
-        live = survivor;
+        live = match (survivor, saved) {
+            (Some(instance), _) => Some(instance),
+            // The interpreter went with the turn: back to the checkpoint.
+            (None, Some(saved)) => match go_back(&boot, &saved, instantiate, apply) {
+                Ok(instance) => {
+                    outcome.went_back = true;
+                    Some(instance)
+                }
+                Err(_) => {
+                    outcome.interpreter_reset = true;
+                    None
+                }
+            },
+            // Gone (a trap, an exit): the next turn instantiates a fresh
+            // one on the same /work.
+            (None, None) => {
+                outcome.interpreter_reset = true;
+                None
+            }
+        };
         let _ = reply.send((outcome, images));
     }
     drop(live);

@@ -166,6 +166,7 @@ pub(crate) fn run_turn(mut instance: Instance, spec: TurnSpec) -> (TurnOutcome, 
         ending,
         denied,
         interpreter_reset: false,
+        went_back: false,
     };
     let facts = Facts {
         memory_hit: host.limiter.hit,

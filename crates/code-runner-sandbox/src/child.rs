@@ -326,6 +326,7 @@ async fn run(
                 denied: false,
                 usage: Default::default(),
                 interpreter_reset: false,
+                went_back: false,
             },
             TurnImages::default(),
         )

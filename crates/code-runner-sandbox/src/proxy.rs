@@ -312,6 +312,7 @@ fn rebuild(
                 peak_memory_bytes: outcome.peak_memory_bytes,
             },
             interpreter_reset: outcome.interpreter_reset,
+            went_back: false,
         },
         TurnImages {
             images: outcome
@@ -332,6 +333,7 @@ fn faulted(cap: Option<usize>, fault: Fault) -> TurnOutcome {
         denied: false,
         usage: TurnUsage::default(),
         interpreter_reset: false,
+        went_back: false,
     }
 }
 

@@ -84,7 +84,7 @@ impl Store {
     ) -> Result<(), String> {
         kind.check(name)?;
         if let Some(max) = max {
-            let held = self.list(kind, max + 1).await?.len();
+            let held = self.count(kind, max + 1).await?;
             if held >= max {
                 return Err(format!(
                     "the store holds {held} {}, its most; no more are written",
@@ -129,6 +129,20 @@ impl Store {
                 blocking(move || dir.delete(kind, &name)).await
             }
             Store::Object(objects) => objects.delete(kind, name).await,
+        }
+    }
+
+    /// How many entries of `kind` there are, counted up to `limit`.
+    ///
+    /// # Errors
+    /// The listing failed.
+    pub async fn count(&self, kind: Kind, limit: usize) -> Result<usize, String> {
+        match self {
+            Store::Dir(dir) => {
+                let dir = dir.clone();
+                blocking(move || Ok(dir.count(kind, limit))).await
+            }
+            Store::Object(objects) => Ok(objects.list(kind, limit).await?.len()),
         }
     }
 
@@ -247,6 +261,12 @@ impl DirStore {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(err) => Err(format!("cannot remove {}: {err}", redact(name))),
         }
+    }
+
+    /// Entries in `kind`'s place (names only, nothing looked up), up to `limit`.
+    pub fn count(&self, kind: Kind, limit: usize) -> usize {
+        std::fs::read_dir(self.root.join(kind.place()))
+            .map_or(0, |entries| entries.take(limit).count())
     }
 
     /// Up to `limit` well-formed entries of `kind`.

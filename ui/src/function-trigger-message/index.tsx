@@ -6,6 +6,7 @@ import type { CallMessage, Phase } from "../lib/shared";
 import { RegisterFunctionCard } from "./register-function";
 import { ResumeCard } from "./resume";
 import { RunCard } from "./run";
+import { RestoreCard, SnapshotCard } from "./session";
 import { TeardownCard } from "./teardown";
 
 /** The operations that have a card, by function id. */
@@ -14,6 +15,8 @@ export const OPERATIONS = {
   "code-runner::resume": ResumeCard,
   "code-runner::register_function": RegisterFunctionCard,
   "code-runner::teardown": TeardownCard,
+  "code-runner::snapshot": SnapshotCard,
+  "code-runner::restore": RestoreCard,
 } as const;
 
 type OperationId = keyof typeof OPERATIONS;

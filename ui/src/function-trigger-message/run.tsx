@@ -75,6 +75,12 @@ export function RunCard(props: { message: CallMessage; phase: Phase }) {
           </div>
         </Section>
       )}
+      {done && output.restored === true && (
+        <Note>
+          woken from hibernation: this session had been idle, so it was saved to the snapshot store and its slot freed; it was
+          restored for this run as its last run left it.
+        </Note>
+      )}
       {done && input.keep === true && !askedRuntime && !text(output.runtime_id) && (
         <Note>keep was asked, but a run that fails is not kept: no runtime_id came back.</Note>
       )}

@@ -1,5 +1,5 @@
 // runtime_id is a capability: whoever holds one can run in or tear down that
-// runtime. So is a suspended run's call_id: with the runtime id, it approves
+// runtime. So is a snapshot_id (`sn_…`): whoever holds one restores it. So is a suspended run's call_id: with the runtime id, it approves
 // or denies the call that waits. Nothing a card shows may contain either in
 // full, and neither may the raw JSON the console mounts beside the card
 // (`redactRaw`).
@@ -14,6 +14,9 @@
 
 /** Matches anything that looks like a runtime id. */
 export const RUNTIME_ID_PATTERN = /rt_[A-Za-z0-9_-]{16,}/g;
+
+/** Matches anything that looks like a snapshot id (`sn_` + 32 alphanumerics): also a capability. */
+export const SNAPSHOT_ID_PATTERN = /sn_[A-Za-z0-9]{16,}/g;
 
 /** Matches anything that looks like a call id of a suspended run. */
 export const CALL_ID_PATTERN = /call_[A-Za-z0-9]{16,}/g;
@@ -31,7 +34,7 @@ export function maskId(id: string): string {
 
 /** `text` with every runtime id and call id in it masked. */
 export function redactText(text: string): string {
-  return text.replace(RUNTIME_ID_PATTERN, maskId).replace(CALL_ID_PATTERN, maskId);
+  return text.replace(RUNTIME_ID_PATTERN, maskId).replace(SNAPSHOT_ID_PATTERN, maskId).replace(CALL_ID_PATTERN, maskId);
 }
 
 /** True when `text` contains something shaped like a full runtime id. */

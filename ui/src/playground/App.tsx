@@ -17,6 +17,8 @@ import { Editor } from "./Editor";
 const RUN = "code-runner::run";
 const REGISTER = "code-runner::register_function";
 const TEARDOWN = "code-runner::teardown";
+const SNAPSHOT = "code-runner::snapshot";
+const RESTORE = "code-runner::restore";
 const RESUME = "code-runner::resume";
 
 /** How many answers the feed keeps. */
@@ -222,6 +224,18 @@ export function App() {
     }
   };
 
+  /** Forks a kept python runtime: a snapshot of it, restored as a new kept runtime beside it. */
+  const fork = async (runtime: Kept) => {
+    const taken = await send(SNAPSHOT, { runtime_id: runtime.id });
+    if (!taken.ok) return;
+    const snapshotId = text((taken.value as Record<string, unknown>).snapshot_id);
+    if (!snapshotId) return;
+    const restored = await send(RESTORE, { snapshot_id: snapshotId });
+    if (!restored.ok) return;
+    const id = text((restored.value as Record<string, unknown>).runtime_id);
+    if (id) setKept((list) => [{ id, lang: runtime.lang }, ...list]);
+  };
+
   const register = async () => {
     const answer = await send(REGISTER, { function_id: functionId, lang, source });
     if (answer.ok) {
@@ -314,6 +328,11 @@ export function App() {
                       >
                         Run here
                       </button>
+                      {runtime.lang === "python" && (
+                        <button type="button" onClick={() => fork(runtime)} title="snapshot this runtime and restore it as a second one: try two continuations">
+                          Fork
+                        </button>
+                      )}
                       <button type="button" onClick={() => tearDown(runtime)}>
                         Tear down
                       </button>

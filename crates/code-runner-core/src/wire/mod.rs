@@ -111,6 +111,9 @@ pub struct RunRequest {
     /// Python only: linear-memory ceiling in MiB for a new runtime (default 128, at least 40, at most the configured `max_memory_mb`). Fixed when the runtime is created, so it is refused alongside a `runtime_id`.
     #[serde(default)]
     pub memory_mb: Option<u64>,
+    /// Python only, with `keep: true`: a turn that loses the interpreter (a timeout, a memory cap, an exit) costs only that turn: the runtime goes back to its state before it (variables, imports, `/work`) instead of a fresh interpreter, and the error says so. Each turn first sets its state aside, which costs time in proportion to the memory the runtime has written (milliseconds for a small session). Fixed when the runtime is created.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub checkpoint: bool,
     /// Files written before the code runs: into `/work` for python, into the runtime's `iii.files` directory for node and typescript; on a kept runtime they stay for later turns. Paths are relative and normalised (`a/./b` is `a/b`); an absolute path, `..`, NUL, an empty or over-long component, a duplicate, or too many files is `code-runner::invalid_request` naming the path. They count against the runtime's scratch quota and file count: past them the run is `code-runner::resource_exhausted` before any code runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<FileInput>,
@@ -184,7 +187,7 @@ pub struct RunResponse {
     /// Present when there is something to know about `result`: why it is null (a value with no JSON form, named by its path and type, and how to fix it; python's last line an expression whose value was not kept), or what its JSON form changed that a caller should know (bytes as base64, a `Map` written as `{}`). Absent when there is nothing to say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_note: Option<String>,
-    /// Present when this kept runtime was reset before this run: its interpreter was lost with an earlier turn (a timeout, a memory cap, an exit), so this run started from a fresh one; `to` says what it went back to, `because` why. Files in `/work` were kept.
+    /// Present when this kept runtime was reset before this run: its interpreter was lost with an earlier turn (a timeout, a memory cap, an exit), so this run started from a fresh one (`to: fresh`, files in `/work` kept); or, for a runtime kept with `checkpoint: true`, when this run exited the interpreter and the runtime went back to its state before it (`to: checkpoint`). `because` says why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_reset: Option<RuntimeReset>,
     /// Present (true) when this kept runtime was woken from hibernation for this run: idle past `hibernate_after_secs` (or its worker restarted), it had been written to the snapshot store and closed, and was restored before this run with its variables, imports and `/work` as its last run left them. Absent otherwise.
@@ -208,6 +211,8 @@ pub struct RuntimeReset {
 pub enum ResetTo {
     /// A fresh interpreter: variables and imports gone, files kept.
     Fresh,
+    /// Its checkpoint (`checkpoint: true`): its state before the run that lost the interpreter, files too.
+    Checkpoint,
 }
 
 /// A file a run left that a `collect` glob matched.

@@ -32,7 +32,7 @@ fn pairs(items: &[(&str, Value)]) -> Vec<(String, Value)> {
 }
 
 /// The schemas match the contract's field for field (names, types,
-/// required); `memory_mb` and `collect_mode` are documented additions.
+/// required); `memory_mb`, `collect_mode` and `checkpoint` are documented additions.
 #[test]
 fn schemas_match_the_contract() {
     let run = schema_of::<RunRequest>();
@@ -42,6 +42,7 @@ fn schemas_match_the_contract() {
         shape(&run),
         (
             pairs(&[
+                ("checkpoint", json!("boolean")),
                 ("code", json!("string")),
                 ("collect", json!("array")),
                 ("collect_mode", Value::Null),
@@ -71,6 +72,7 @@ fn schemas_match_the_contract() {
                 ("exit_code", json!("integer")),
                 ("files", json!("array")),
                 ("images", json!("array")),
+                ("restored", json!("boolean")),
                 ("result", Value::Null),
                 ("result_note", json!(["string", "null"])),
                 ("runtime_id", json!(["string", "null"])),

@@ -21,6 +21,7 @@ mod clock;
 mod fs;
 pub(crate) mod host;
 pub(crate) mod image;
+mod pagemap;
 pub(crate) mod session;
 pub(crate) mod state;
 mod trampoline;
@@ -49,6 +50,8 @@ pub(crate) struct Loaded {
     pub(crate) image_key: String,
     /// One hash per page of the image's memory, made at the first snapshot.
     pub(crate) pristine: std::sync::OnceLock<Vec<u64>>,
+    /// Held while the image's page hashes are made (one fresh instance at a time).
+    pub(crate) hashing: std::sync::Mutex<()>,
 }
 
 /// The interpreter's instance metadata (its ~47 000 functions' entries are 1.5 MB).
@@ -85,7 +88,12 @@ pub(crate) fn load(
             (made.memory_bytes, Some(made))
         }
     };
-    let slots = u32::try_from(limits.max_runtimes.max(1)).unwrap_or(u32::MAX);
+    // One instance beyond the runtimes: the fresh one a worker's first
+    // snapshot hashes the image's pages from, which must find room when
+    // every runtime slot is taken (hibernation is most needed then).
+    let slots = u32::try_from(limits.max_runtimes.max(1))
+        .unwrap_or(u32::MAX)
+        .saturating_add(1);
     let max_memory = usize::try_from(limits.max_memory_mb.saturating_mul(1 << 20))
         .unwrap_or(usize::MAX)
         .saturating_add(memory_bytes);
@@ -125,6 +133,7 @@ pub(crate) fn load(
             packages: packages.map(|p| p.dir),
             image_key: format!("{}-{}", paths.key, WASMTIME_COMPAT),
             pristine: std::sync::OnceLock::new(),
+            hashing: std::sync::Mutex::new(()),
         },
     ))
 }

@@ -158,6 +158,7 @@ pub fn run_turn(
         ending,
         denied,
         interpreter_reset: false,
+        went_back: false,
     };
     let status = match called {
         Ok(status) => status,

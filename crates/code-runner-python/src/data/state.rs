@@ -10,7 +10,9 @@
 //!
 //! - `pages`: for each page (4 KiB) whose 64-bit hash differs from the
 //!   image's (hashed once per engine from a fresh instance), its index and
-//!   bytes; pages past the image's memory that hold anything;
+//!   bytes; pages past the image's memory that hold anything. Only the
+//!   pages the kernel's page table says may have changed are hashed
+//!   ([`super::pagemap`]); the others are the image's;
 //! - `meta`: the memory's size, the monotonic clock's reading, `memory_mb`;
 //! - `work`: `/work`'s regular files, directories and symlinks.
 //!
@@ -74,8 +76,16 @@ pub fn capture(
 ) -> Result<Sections, RunnerError> {
     check_quiet(instance)?;
     let memory = instance.memory_bytes();
+    // Only pages the page table says may have changed are compared.
+    let candidates = super::pagemap::candidates(memory);
     let mut pages = Vec::new();
     for (index, page) in memory.chunks(PAGE).enumerate() {
+        if candidates
+            .as_ref()
+            .is_some_and(|flags| !flags.get(index).copied().unwrap_or(true))
+        {
+            continue;
+        }
         let changed = match pristine.get(index) {
             Some(hash) => hash_page(page) != *hash,
             None => page.iter().any(|b| *b != 0),
@@ -108,6 +118,24 @@ fn section<'a>(sections: &'a Sections, name: &str) -> Result<&'a [u8], RunnerErr
         .find(|(n, _)| n == name)
         .map(|(_, bytes)| bytes.as_slice())
         .ok_or_else(|| RunnerError::invalid(format!("the snapshot has no {name} section")))
+}
+
+/// Empties `work` (its entries, not itself), for a checkpoint's `/work` to
+/// be written back in their place. Links are removed, never followed.
+pub fn clear_work(work: &Path) -> Result<(), RunnerError> {
+    let entries = std::fs::read_dir(work)
+        .map_err(|err| RunnerError::engine(format!("cannot read /work: {err}")))?;
+    for entry in entries {
+        let entry =
+            entry.map_err(|err| RunnerError::engine(format!("cannot read /work: {err}")))?;
+        let path = entry.path();
+        let removed = match entry.file_type() {
+            Ok(kind) if kind.is_dir() => std::fs::remove_dir_all(&path),
+            _ => std::fs::remove_file(&path),
+        };
+        removed.map_err(|err| RunnerError::engine(format!("cannot empty /work: {err}")))?;
+    }
+    Ok(())
 }
 
 /// Writes the snapshot's `/work` under `work` (before the instance is made).

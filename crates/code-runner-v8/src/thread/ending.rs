@@ -220,6 +220,7 @@ impl Engine {
             // A stopped turn leaves the isolate and its state (a condemned
             // one ends the runtime, which answers for itself).
             interpreter_reset: false,
+            went_back: false,
         });
     }
 }

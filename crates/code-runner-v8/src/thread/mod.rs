@@ -473,5 +473,6 @@ pub fn outcome(cap: Option<usize>, ending: TurnEnding) -> TurnOutcome {
         ending,
         denied: false,
         interpreter_reset: false,
+        went_back: false,
     }
 }

@@ -315,8 +315,24 @@ pub fn render(config: &Config, python: &Offer) -> String {
         )
         .replace("{max_timeout_ms}", &config.max_timeout_ms.to_string())
         .replace("{packages}", &packages_line(config, python))
+        .replace("{sessions}", &sessions_sentence(config, python))
         .trim_end()
         .to_string()
+}
+
+/// What python sessions can do beyond a kept runtime (the data
+/// interpreter, in-process): outlive idleness and restarts, and fork.
+fn sessions_sentence(config: &Config, python: &Offer) -> String {
+    if !python.data_stack || config.isolation != code_runner_core::Isolation::InProcess {
+        return String::new();
+    }
+    let fork = "`code-runner::snapshot {\"runtime_id\": ...}` then `code-runner::restore {\"snapshot_id\": ...}` forks a python one (a new runtime_id where it was) to try two continuations";
+    match config.hibernate_after_secs {
+        0 => format!(" {fork}."),
+        _ => format!(
+            " A python one outlives idleness and worker restarts: idle, it is saved and its runtime_id wakes it as it was (`\"restored\": true`); {fork}."
+        ),
+    }
 }
 
 /// `prompt` with `block` appended, or refreshed in place when the prompt

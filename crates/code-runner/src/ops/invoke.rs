@@ -272,6 +272,7 @@ mod tests {
             ending,
             denied: false,
             interpreter_reset: false,
+            went_back: false,
         };
         let caps = OutputCaps {
             max_result_bytes: Some(10),

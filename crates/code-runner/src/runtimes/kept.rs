@@ -23,6 +23,8 @@ pub struct Held {
     pub runtime: Arc<dyn Runtime>,
     /// Its memory ceiling in MiB (python; what a hibernated one wakes with).
     pub memory_mb: u64,
+    /// Whether its turns keep a checkpoint (python; kept across hibernation).
+    pub checkpoint: bool,
 }
 
 /// A kept runtime.
@@ -35,6 +37,8 @@ pub struct Kept {
     pub runtime: Arc<dyn Runtime>,
     /// Its memory ceiling in MiB.
     pub memory_mb: u64,
+    /// Whether its turns keep a checkpoint.
+    pub checkpoint: bool,
     last_used: Mutex<Instant>,
     busy: AtomicUsize,
     dir: Mutex<Option<WorkDir>>,
@@ -55,6 +59,7 @@ impl Kept {
             key: held.key,
             runtime: held.runtime,
             memory_mb: held.memory_mb,
+            checkpoint: held.checkpoint,
             last_used: Mutex::new(Instant::now()),
             busy: AtomicUsize::new(0),
             dir: Mutex::new(Some(dir)),

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use code_runner_core::{
-    Engine, ErrorCode, Fault, Lang, RunnerError, Runtime, TurnEnding, TurnImages, TurnOutcome,
+    Engine, ErrorCode, Fault, Lang, RunnerError, Runtime, RuntimeOptions, TurnEnding, TurnImages,
+    TurnOutcome,
 };
 use serde_json::Value;
 
@@ -38,6 +39,12 @@ pub(super) async fn run(
         .into());
     }
     let memory_mb = admitted.config.memory_mb(admitted.request.memory_mb)?;
+    if admitted.request.checkpoint && !(admitted.request.keep && lang == Lang::Python) {
+        return Err(RunnerError::invalid(
+            "checkpoint applies to a kept python runtime: pass it with keep: true and lang python",
+        )
+        .into());
+    }
     let lasting = match admitted.request.keep {
         true => Lasting::Yes,
         false => Lasting::No,
@@ -91,6 +98,7 @@ pub(super) async fn run(
                 lang,
                 key,
                 memory_mb,
+                checkpoint: admitted.request.checkpoint,
                 runtime,
                 dir,
                 slot,
@@ -119,20 +127,24 @@ struct Fresh<'a> {
 /// the run ends here).
 async fn boot(fresh: &Fresh<'_>) -> Result<(Arc<dyn Runtime>, WorkDir), RunnerError> {
     let ops = fresh.ops;
+    let checkpoint = fresh.admitted.request.checkpoint;
     let warm = ops
         .pool(fresh.lang)
-        .filter(|pool| pool.memory_mb() == fresh.memory_mb)
+        .filter(|pool| pool.memory_mb() == fresh.memory_mb && !checkpoint)
         .and_then(|pool| pool.take());
     let (runtime, dir) = match warm {
         Some(warm) => (warm.runtime, warm.dir),
         None => {
             let dir = ops.engines.work_dir(fresh.lang)?;
-            let options = ops.engines.runtime_options(
-                &fresh.admitted.config,
-                fresh.lang,
-                fresh.memory_mb,
-                dir.0.clone(),
-            );
+            let options = RuntimeOptions {
+                checkpoint,
+                ..ops.engines.runtime_options(
+                    &fresh.admitted.config,
+                    fresh.lang,
+                    fresh.memory_mb,
+                    dir.0.clone(),
+                )
+            };
             (fresh.engine.spawn(options).await?, dir)
         }
     };
@@ -182,6 +194,7 @@ struct Kept {
     lang: Lang,
     key: RuntimeKey,
     memory_mb: u64,
+    checkpoint: bool,
     runtime: Arc<dyn Runtime>,
     dir: WorkDir,
     slot: Slot,
@@ -200,6 +213,7 @@ async fn keep(
         lang,
         key,
         memory_mb,
+        checkpoint,
         runtime,
         dir,
         slot,
@@ -210,6 +224,7 @@ async fn keep(
         key,
         runtime,
         memory_mb,
+        checkpoint,
     };
     ops.registry.keep(id.clone(), held, dir, slot);
     live.keep();

@@ -189,9 +189,9 @@ fn admit(
 /// A turn on the kept runtime `id`: one at a time per runtime, its files
 /// in first, what it collected delivered under its lineage.
 async fn on_kept(ops: &Arc<Ops>, admitted: Admitted, id: &str) -> Result<Value, CallError> {
-    if admitted.request.memory_mb.is_some() {
+    if admitted.request.memory_mb.is_some() || admitted.request.checkpoint {
         return Err(RunnerError::invalid(
-            "memory_mb is fixed when a runtime is created; omit it when passing runtime_id",
+            "memory_mb and checkpoint are fixed when a runtime is created; omit them when passing runtime_id",
         )
         .into());
     }

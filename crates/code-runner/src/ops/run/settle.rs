@@ -27,6 +27,9 @@ pub(super) struct Context<'a> {
     pub(super) restored: bool,
 }
 
+/// What a stopped turn's error adds when its runtime went back to its checkpoint.
+const WENT_BACK: &str = " The runtime went back to its state before this run (checkpoint: true): its variables, imports and /work are as they were, and nothing this run did is kept.";
+
 /// The caps a run's answer is settled under, what its requests cost, and
 /// the files it collected.
 pub(super) struct Settle {
@@ -53,25 +56,36 @@ impl Settle {
         context: Context<'_>,
     ) -> Result<Value, CallError> {
         let lost = outcome.interpreter_reset && context.kept.is_some();
+        let went_back = outcome.went_back;
         let mut response = match settle_response(outcome, self.caps, duration_ms, runtime_id) {
             Ok(response) => response,
             Err(err) => {
                 if let (true, Some(kept)) = (lost, context.kept) {
                     kept.mark_reset(crate::ops::knobs::lost_because(err.code));
                 }
-                return Err(
-                    crate::ops::knobs::explain(err, context.lang, context.config, lost).into(),
-                );
+                let mut err = crate::ops::knobs::explain(err, context.lang, context.config, lost);
+                if went_back {
+                    err.message.push_str(WENT_BACK);
+                }
+                return Err(err.into());
             }
         };
+        if went_back {
+            response.runtime_reset = Some(RuntimeReset {
+                to: ResetTo::Checkpoint,
+                because: "this run exited the interpreter; the runtime went back to its state before it (checkpoint)".into(),
+            });
+        }
         if let (true, Some(kept)) = (lost, context.kept) {
             // It exited the interpreter (os._exit): its next run starts afresh.
             kept.mark_reset("the previous turn exited the interpreter");
         }
-        response.runtime_reset = context.reset.map(|because| RuntimeReset {
-            to: ResetTo::Fresh,
-            because,
-        });
+        if let Some(because) = context.reset {
+            response.runtime_reset = Some(RuntimeReset {
+                to: ResetTo::Fresh,
+                because,
+            });
+        }
         response.restored = context.restored;
         response.images = cap_images(images, self.image_caps);
         response.usage.egress = self.egress.usage();

@@ -181,6 +181,7 @@ pub(crate) async fn restore(
         key: revived.key,
         runtime: revived.runtime,
         memory_mb: revived.memory_mb,
+        checkpoint: revived.checkpoint,
     };
     ops.registry
         .keep(id.clone(), held, revived.dir, revived.slot);

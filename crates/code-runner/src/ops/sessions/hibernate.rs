@@ -169,6 +169,7 @@ pub(crate) async fn wake(ops: &Arc<Ops>, id: &str) -> Result<bool, RunnerError> 
         key: revived.key,
         runtime: revived.runtime,
         memory_mb: revived.memory_mb,
+        checkpoint: revived.checkpoint,
     };
     let kept = ops
         .registry

@@ -31,6 +31,9 @@ const RUNTIME: &str = "runtime";
 struct RuntimeSection {
     /// Its memory ceiling in MiB.
     memory_mb: u64,
+    /// Whether its turns keep a checkpoint.
+    #[serde(default)]
+    checkpoint: bool,
     /// For a hibernated session: [`session_name`] of its id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     session: Option<String>,
@@ -69,6 +72,7 @@ pub(super) async fn capture(
     let mut sections = kept.runtime.snapshot().await?;
     let ours = RuntimeSection {
         memory_mb: kept.memory_mb,
+        checkpoint: kept.checkpoint,
         session: session.then(|| session_name(id)),
     };
     sections.push((
@@ -113,6 +117,7 @@ pub(super) struct Revived {
     pub slot: Slot,
     pub live: Live,
     pub memory_mb: u64,
+    pub checkpoint: bool,
 }
 
 impl Revived {
@@ -163,6 +168,7 @@ pub(super) async fn revive(
         }
         None => RuntimeSection {
             memory_mb: config.max_memory_mb,
+            checkpoint: false,
             session: None,
         },
     };
@@ -183,9 +189,12 @@ pub(super) async fn revive(
         .acquire_waiting(config.max_runtimes, crate::runtimes::registry::SLOT_WAIT)
         .await?;
     let dir = ops.engines.work_dir(Lang::Python)?;
-    let options = ops
-        .engines
-        .runtime_options(&config, Lang::Python, memory_mb, dir.0.clone());
+    let options = code_runner_core::RuntimeOptions {
+        checkpoint: ours.checkpoint,
+        ..ops
+            .engines
+            .runtime_options(&config, Lang::Python, memory_mb, dir.0.clone())
+    };
     let runtime = match engine.restore(options, contents.sections).await {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -201,5 +210,6 @@ pub(super) async fn revive(
         slot,
         live,
         memory_mb,
+        checkpoint: ours.checkpoint,
     })
 }

@@ -266,6 +266,7 @@ fn outcome(cap: Option<usize>, fault: Fault) -> TurnOutcome {
         ending: TurnEnding::Faulted(fault),
         denied: false,
         interpreter_reset: false,
+        went_back: false,
     }
 }
 

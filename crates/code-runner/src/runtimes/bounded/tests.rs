@@ -183,6 +183,7 @@ mod in_a_worker {
             key,
             runtime,
             memory_mb: 0,
+            checkpoint: false,
         };
         inner.registry.keep(id.into(), held, dir, slot);
         let run = json!({"runtime_id": id, "code": "return 1", "timeout_ms": 100});

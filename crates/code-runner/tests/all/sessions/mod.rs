@@ -5,6 +5,7 @@
 //! ([`s3`]), and two workers on a real iii engine sharing a store
 //! ([`workers`]).
 
+mod checkpoint;
 mod fork;
 mod hibernate;
 mod restart;

@@ -1,0 +1,36 @@
+"""Issue 47 through the SDK's client: a kept python runtime forked with the
+`snapshot` and `restore` tools (the fork starts where the original was and
+each goes its own way), and a runtime made with `checkpoint` that goes back
+to its state before a turn that timed out, saying so."""
+
+from harness import server, structured, text
+
+
+async def test_a_session_forks_through_the_tools(mode):
+    with server("python_interpreter: data\n") as s:
+        async with s.client(mode) as client:
+            kept = structured(await client.call_tool(
+                "run", {"lang": "python", "keep": True, "code": "branch = ['trunk']"}))
+            taken = structured(await client.call_tool("snapshot", {"runtime_id": kept["runtime_id"]}))
+            assert taken["snapshot_id"].startswith("sn_") and taken["bytes"] > 0, taken
+            fork = structured(await client.call_tool("restore", {"snapshot_id": taken["snapshot_id"]}))
+            assert fork["runtime_id"] != kept["runtime_id"]
+            await client.call_tool("run", {"runtime_id": fork["runtime_id"], "code": "branch.append('fork')"})
+            for runtime, expected in ((kept["runtime_id"], ["trunk"]), (fork["runtime_id"], ["trunk", "fork"])):
+                answer = structured(await client.call_tool(
+                    "run", {"runtime_id": runtime, "code": "result = branch"}))
+                assert answer["result"] == expected, answer
+
+
+async def test_a_checkpoint_takes_back_a_turn_that_timed_out(mode):
+    with server("python_interpreter: data\n") as s:
+        async with s.client(mode) as client:
+            kept = structured(await client.call_tool(
+                "run", {"lang": "python", "keep": True, "checkpoint": True, "code": "x = 41"}))
+            runtime = kept["runtime_id"]
+            lost = await client.call_tool(
+                "run", {"runtime_id": runtime, "code": "x = 0\nwhile True:\n    pass", "timeout_ms": 1000})
+            assert lost.is_error and "went back to its state before this run" in text(lost), text(lost)
+            after = structured(await client.call_tool("run", {"runtime_id": runtime, "code": "result = x"}))
+            assert after["result"] == 41, after
+            assert "runtime_reset" not in after, after

@@ -118,7 +118,8 @@ async fn a_python_session_forks_with_its_state() {
     refusals(&server, &snapshot_id).await;
 }
 
-/// A changed, truncated or unknown snapshot is refused, each saying why;
+/// A changed, truncated, foreign, other-image, oversized or unknown
+/// snapshot is refused, each saying why;
 /// node runtimes and guest code are refused; the worker serves on.
 async fn refusals(server: &Server, snapshot_id: &str) {
     let path = server.data_dir.join("snapshots").join(snapshot_id);
@@ -163,6 +164,28 @@ async fn refusals(server: &Server, snapshot_id: &str) {
         "{}",
         unknown.body
     );
+    // Whole and sealed with this worker's own key, but of another image:
+    // refused before any of it is loaded.
+    let keys = code_runner_snapshot::Keys::load_or_create(&server.data_dir).unwrap();
+    let other = code_runner_snapshot::Contents {
+        engine: "python-data".into(),
+        image: "an-older-build-engine-0000000000000000".into(),
+        created_at: 1,
+        sections: vec![("pages".into(), vec![0; 4096])],
+    };
+    let sealed = code_runner_snapshot::seal(&other, keys.signing()).unwrap();
+    std::fs::write(&path, &sealed).unwrap();
+    restore(snapshot_id)
+        .await
+        .assert_error("code-runner::invalid_request", "another image");
+    // Past max_snapshot_mb (256 MiB here): refused after reading one byte
+    // more than the cap, never the rest.
+    let oversized = std::fs::File::create(&path).unwrap();
+    oversized.set_len((256 << 20) + 4096).unwrap();
+    drop(oversized);
+    restore(snapshot_id)
+        .await
+        .assert_error("code-runner::invalid_request", "max_snapshot_mb");
     std::fs::write(&path, &whole).unwrap();
     let answer = restore(snapshot_id).await;
     assert!(answer.ok()["runtime_id"].is_string(), "{}", answer.body);

@@ -18,6 +18,8 @@ pub const INSTALL: &str = "code-runner::install";
 pub const SNAPSHOT: &str = "code-runner::snapshot";
 /// A new kept runtime from a snapshot (host only).
 pub const RESTORE: &str = "code-runner::restore";
+/// A snapshot removed from the store (host only).
+pub const DELETE_SNAPSHOT: &str = "code-runner::delete_snapshot";
 /// `code-runner::read_file`: a linked file's bytes by its uri.
 pub const READ_FILE: &str = "code-runner::read_file";
 /// `code-runner::describe`: declarations of what guest code may call (code mode).

@@ -91,6 +91,7 @@ pub const HOST_ONLY: &[&str] = &[
     "code-runner::install",
     "code-runner::snapshot",
     "code-runner::restore",
+    "code-runner::delete_snapshot",
 ];
 
 /// Whether `function_id` is one of [`HOST_ONLY`], in any spelling: the

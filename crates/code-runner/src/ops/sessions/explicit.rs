@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use super::seal;
 use crate::bus::bridge;
-use crate::bus::names::{RESTORE, SNAPSHOT};
+use crate::bus::names::{DELETE_SNAPSHOT, RESTORE, SNAPSHOT};
 use crate::bus::payload::parse;
 use crate::bus::{CallError, Caller, Function};
 use crate::ids::{new_runtime_id, redact};
@@ -67,7 +67,22 @@ pub struct RestoreResponse {
     pub runtime_id: String,
 }
 
-/// Both functions, for the composition root.
+/// `code-runner::delete_snapshot`'s request.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteSnapshotRequest {
+    /// The snapshot to delete.
+    pub snapshot_id: String,
+}
+
+/// `code-runner::delete_snapshot`'s answer.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct DeleteSnapshotResponse {
+    /// Whether the store held it.
+    pub deleted: bool,
+}
+
+/// The three functions, for the composition root.
 pub(crate) fn functions(ops: &Arc<Ops>) -> Vec<(&'static str, Function)> {
     vec![
         (
@@ -86,6 +101,15 @@ pub(crate) fn functions(ops: &Arc<Ops>) -> Vec<(&'static str, Function)> {
                 code_runner_core::wire::schema_of::<RestoreRequest>(),
                 code_runner_core::wire::schema_of::<RestoreResponse>(),
                 handler_as(ops, restore),
+            ),
+        ),
+        (
+            DELETE_SNAPSHOT,
+            Function::new(
+                "Delete a snapshot_id from the snapshot store: it can no longer be restored (runtimes already restored from it run on). Answers whether there was one.",
+                code_runner_core::wire::schema_of::<DeleteSnapshotRequest>(),
+                code_runner_core::wire::schema_of::<DeleteSnapshotResponse>(),
+                handler_as(ops, delete),
             ),
         ),
     ]
@@ -188,4 +212,35 @@ pub(crate) async fn restore(
     revived.live.keep();
     tracing::info!(snapshot = %code_runner_snapshot::redact(&request.snapshot_id), runtime = %redact(&id), "snapshot restored");
     Ok(serde_json::to_value(RestoreResponse { runtime_id: id }).unwrap_or(Value::Null))
+}
+
+/// `code-runner::delete_snapshot`.
+pub(crate) async fn delete(
+    ops: Arc<Ops>,
+    payload: Value,
+    caller: Caller,
+) -> Result<Value, CallError> {
+    if caller.guest.is_some() {
+        return Err(bridge::refuse_guest(DELETE_SNAPSHOT, "deleting a snapshot"));
+    }
+    let request: DeleteSnapshotRequest = parse(payload)?;
+    Kind::Snapshot
+        .check(&request.snapshot_id)
+        .map_err(RunnerError::invalid)?;
+    let config = ops.config();
+    let store = ops.sessions.store(&config)?;
+    // One byte says it is there; nothing of it is read.
+    let held = store
+        .get(Kind::Snapshot, &request.snapshot_id, 0)
+        .await
+        .map_err(RunnerError::engine)?
+        .is_some();
+    store
+        .delete(Kind::Snapshot, &request.snapshot_id)
+        .await
+        .map_err(RunnerError::engine)?;
+    if held {
+        tracing::info!(snapshot = %code_runner_snapshot::redact(&request.snapshot_id), "snapshot deleted");
+    }
+    Ok(serde_json::to_value(DeleteSnapshotResponse { deleted: held }).unwrap_or(Value::Null))
 }

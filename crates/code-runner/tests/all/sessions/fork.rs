@@ -189,6 +189,28 @@ async fn refusals(server: &Server, snapshot_id: &str) {
     std::fs::write(&path, &whole).unwrap();
     let answer = restore(snapshot_id).await;
     assert!(answer.ok()["runtime_id"].is_string(), "{}", answer.body);
+    // Deleted, it can no longer be restored; the runtime made from it runs on.
+    let forked = answer.ok()["runtime_id"].as_str().unwrap().to_string();
+    let deleted = server
+        .call(
+            "code-runner::delete_snapshot",
+            json!({"snapshot_id": snapshot_id}),
+        )
+        .await;
+    assert_eq!(deleted.ok()["deleted"], true, "{}", deleted.body);
+    assert!(!path.exists());
+    restore(snapshot_id)
+        .await
+        .assert_error("code-runner::runtime_not_found", "no snapshot");
+    let again = server
+        .call(
+            "code-runner::delete_snapshot",
+            json!({"snapshot_id": snapshot_id}),
+        )
+        .await;
+    assert_eq!(again.ok()["deleted"], false, "{}", again.body);
+    let answer = server.run_on(&forked, "result = x").await;
+    assert_eq!(answer.ok()["result"], 41, "{}", answer.body);
 
     let node = server.keep_in("node", "globalThis.x = 1; return 1").await;
     let answer = server
@@ -199,6 +221,13 @@ async fn refusals(server: &Server, snapshot_id: &str) {
         "try {{ await iii.trigger({{ function_id: 'code-runner::restore', payload: {{ snapshot_id: '{snapshot_id}' }} }}); return 'restored'; }} catch (e) {{ return String(e.message); }}"
     );
     let answer = server.run_on(&node, &guest).await;
+    let said = answer.ok()["result"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(said.contains("forbidden"), "{}", answer.body);
+    let guest = "try { await iii.trigger({ function_id: 'code-runner::delete_snapshot', payload: { snapshot_id: 'sn_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' } }); return 'deleted'; } catch (e) { return String(e.message); }";
+    let answer = server.run_on(&node, guest).await;
     let said = answer.ok()["result"]
         .as_str()
         .unwrap_or_default()

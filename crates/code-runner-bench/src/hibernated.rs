@@ -8,14 +8,11 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::sessions::{median, timed};
+
 use code_runner::{Worker, WorkerOptions};
 use code_runner_core::Config;
 use serde_json::{Value, json};
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(0.0)
-}
 
 /// Bytes of the files under `dir`.
 fn bytes_under(dir: &Path) -> u64 {
@@ -47,17 +44,7 @@ pub async fn measure(sessions: usize, samples: usize, scratch: &Path) -> anyhow:
     .await
     .map_err(|err| anyhow::anyhow!(err.message))?;
     worker.ready().await;
-    let call = |id: &'static str, payload: Value| {
-        let worker = worker.clone();
-        async move {
-            let started = Instant::now();
-            let answer = worker
-                .call(id, payload)
-                .await
-                .map_err(|err| anyhow::anyhow!("{id}: {}", err.message))?;
-            Ok::<_, anyhow::Error>((answer, started.elapsed().as_secs_f64() * 1000.0))
-        }
-    };
+    let call = |id: &'static str, payload: Value| timed(&worker, id, payload);
     let kept_turns = |id: String| {
         let call = &call;
         async move {

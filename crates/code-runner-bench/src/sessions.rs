@@ -27,9 +27,24 @@ const SESSIONS: [(&str, &str); 3] = [
     ),
 ];
 
-fn median(mut values: Vec<f64>) -> f64 {
+/// The median of `values` (0 for none).
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Calls `id` on `worker`: its answer and the call's wall milliseconds.
+pub(crate) async fn timed(
+    worker: &Worker,
+    id: &str,
+    payload: Value,
+) -> anyhow::Result<(Value, f64)> {
+    let started = Instant::now();
+    let answer = worker
+        .call(id, payload)
+        .await
+        .map_err(|err| anyhow::anyhow!("{id}: {}", err.message))?;
+    Ok((answer, started.elapsed().as_secs_f64() * 1000.0))
 }
 
 /// Measures and prints the figures; answers them as JSON.
@@ -47,17 +62,7 @@ pub async fn measure(samples: usize, scratch: &Path) -> anyhow::Result<Value> {
     })
     .await
     .map_err(|err| anyhow::anyhow!(err.message))?;
-    let call = |id: &'static str, payload: Value| {
-        let worker = worker.clone();
-        async move {
-            let started = Instant::now();
-            let answer = worker
-                .call(id, payload)
-                .await
-                .map_err(|err| anyhow::anyhow!("{id}: {}", err.message))?;
-            Ok::<_, anyhow::Error>((answer, started.elapsed().as_secs_f64() * 1000.0))
-        }
-    };
+    let call = |id: &'static str, payload: Value| timed(&worker, id, payload);
     writeln!(
         std::io::stdout().lock(),
         "{:<22} {:>10} {:>12} {:>11} {:>13} {:>10} {:>8}",

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use code_runner_core::{Bindings, ErrorCode, Lang, RunnerError, Task, TurnEnding, TurnSpec};
+use code_runner_core::{Bindings, ErrorCode, RunnerError, Task, TurnEnding, TurnSpec};
 use code_runner_snapshot::Kind;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -28,7 +28,6 @@ use crate::bus::payload::parse;
 use crate::bus::{CallError, Caller, Function};
 use crate::ids::{new_runtime_id, redact};
 use crate::ops::{Ops, handler_as};
-use crate::runtimes::registry::Held;
 
 /// What a restore runs first: fresh entropy for the fork's generators.
 const RESEED: &str = "import random as _cr_random, sys as _cr_sys\n_cr_random.seed()\nif 'numpy' in _cr_sys.modules:\n    _cr_sys.modules['numpy'].random.seed()\ndel _cr_random, _cr_sys\n";
@@ -200,16 +199,7 @@ pub(crate) async fn restore(
         .into());
     }
     let id = new_runtime_id(ops.worker_name());
-    let held = Held {
-        lang: Lang::Python,
-        key: revived.key,
-        runtime: revived.runtime,
-        memory_mb: revived.memory_mb,
-        checkpoint: revived.checkpoint,
-    };
-    ops.registry
-        .keep(id.clone(), held, revived.dir, revived.slot);
-    revived.live.keep();
+    revived.keep(&ops, &id);
     tracing::info!(snapshot = %code_runner_snapshot::redact(&request.snapshot_id), runtime = %redact(&id), "snapshot restored");
     Ok(serde_json::to_value(RestoreResponse { runtime_id: id }).unwrap_or(Value::Null))
 }

@@ -35,7 +35,7 @@ use crate::bus::catalog::Owner;
 use crate::ids::redact;
 use crate::ops::Ops;
 use crate::ops::retire;
-use crate::runtimes::registry::{Held, Kept, Passage};
+use crate::runtimes::registry::{Kept, Passage};
 
 /// How often hibernated sessions are checked against `session_ttl_secs`.
 const EXPIRY_EVERY: Duration = Duration::from_secs(60);
@@ -164,17 +164,7 @@ pub(crate) async fn wake(ops: &Arc<Ops>, id: &str) -> Result<bool, RunnerError> 
     ops.sessions.refuse_if_draining()?;
     let revived = seal::revive(ops, &Caller::host(), &bytes, Some(id)).await?;
     drop(bytes);
-    let held = Held {
-        lang: Lang::Python,
-        key: revived.key,
-        runtime: revived.runtime,
-        memory_mb: revived.memory_mb,
-        checkpoint: revived.checkpoint,
-    };
-    let kept = ops
-        .registry
-        .keep(id.to_string(), held, revived.dir, revived.slot);
-    revived.live.keep();
+    let kept = revived.keep(ops, id);
     kept.mark_woken();
     // A session lives in one place: now here.
     if let Err(why) = store.delete(Kind::Session, &name).await {

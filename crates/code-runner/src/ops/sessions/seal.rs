@@ -18,7 +18,7 @@ use crate::ids::{RuntimeKey, redact};
 use crate::ops::Ops;
 use crate::ops::retire::{self, Live};
 use crate::runtimes::lineage::Lasting;
-use crate::runtimes::registry::{Kept, Slot, WorkDir};
+use crate::runtimes::registry::{Held, Kept, Slot, WorkDir};
 
 /// The engine whose state the snapshots hold.
 const ENGINE: &str = "python-data";
@@ -121,6 +121,20 @@ pub(super) struct Revived {
 }
 
 impl Revived {
+    /// Keeps it under `id` as a python runtime; it ends with its registry entry from now on.
+    pub fn keep(self, ops: &Ops, id: &str) -> Arc<Kept> {
+        let held = Held {
+            lang: Lang::Python,
+            key: self.key,
+            runtime: self.runtime,
+            memory_mb: self.memory_mb,
+            checkpoint: self.checkpoint,
+        };
+        let kept = ops.registry.keep(id.to_string(), held, self.dir, self.slot);
+        self.live.keep();
+        kept
+    }
+
     /// Closes it (a first turn failed, or it cannot be kept).
     pub async fn discard(self) {
         self.runtime.close().await;

@@ -21,6 +21,23 @@ use crate::wire::Lang;
 /// format ([`Runtime::snapshot`], [`Engine::restore`]).
 pub type SnapshotSections = Vec<(String, Vec<u8>)>;
 
+/// What a runtime that is snapshotted by replay (node's turn ledger) may
+/// keep, and how a restored one goes on ([`Runtime::record`],
+/// [`RuntimeOptions::ledger`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LedgerOptions {
+    /// The most bytes the ledger may hold (`max_snapshot_mb`): past them it
+    /// is dropped and the runtime says it cannot be snapshotted.
+    pub max_bytes: u64,
+    /// The most CPU its turns may add up to (`max_replay_ms`): past it,
+    /// likewise, since a restore would replay them all.
+    pub max_replay_ms: u64,
+    /// For a restore: after the replay, draw a fresh seed for the
+    /// runtime's random numbers (a fork), instead of going on with the
+    /// stream it had (the same session, moved).
+    pub reseed: bool,
+}
+
 /// Options fixed when a runtime is created (the per-runtime tier of limits).
 ///
 /// Engines add their own keys here with a default, so that callers build it
@@ -42,6 +59,10 @@ pub struct RuntimeOptions {
     /// of starting a fresh interpreter ([`TurnOutcome::went_back`]).
     #[serde(default)]
     pub checkpoint: bool,
+    /// Node: keep a turn ledger from boot on ([`Runtime::record`]); for
+    /// [`Engine::restore`], how the replayed runtime goes on.
+    #[serde(default)]
+    pub ledger: Option<LedgerOptions>,
     /// The largest completion value the engine hands over as a value: past
     /// it the engine reports only its size and shape
     /// ([`Completion::Oversize`]), without ever parsing it on the host.
@@ -71,6 +92,7 @@ impl Default for RuntimeOptions {
             work_dir: PathBuf::new(),
             read_only: false,
             checkpoint: false,
+            ledger: None,
             max_result_bytes: None,
             heap_mb: crate::DEFAULT_HEAP_MB,
             external_mb: crate::DEFAULT_EXTERNAL_MB,
@@ -447,6 +469,15 @@ pub trait Runtime: Send + Sync {
                 self.lang()
             )))
         })
+    }
+
+    /// From now on, keeps what the runtime needs to be made again by
+    /// replay ([`Runtime::snapshot`] of a node runtime is its turn ledger).
+    /// Called by an owner that keeps the runtime, before its first turn
+    /// and its first files. Engines that snapshot memory ignore it.
+    fn record(&self, options: LedgerOptions) -> BoxFuture<'_, ()> {
+        let _ = options;
+        Box::pin(async {})
     }
 
     /// Makes the packages installed at `dir` (by the worker, for this

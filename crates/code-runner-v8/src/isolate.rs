@@ -37,6 +37,14 @@ const BOOTSTRAP: &str = concat!(
     "\n})(globalThis);\n"
 );
 
+/// The sha-256 of the bootstrap, in hex: a ledger replays only into the
+/// bootstrap it was recorded with.
+pub fn bootstrap_hash() -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(BOOTSTRAP.as_bytes());
+    digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
+}
+
 /// Names deleted from the global object before any guest code runs:
 /// deno_core's namespaces, the bootstrap's handle, and WebAssembly (V8
 /// installs it into every context it deserializes; its memories are outside
@@ -119,6 +127,8 @@ pub struct Internals {
     pub describe_thrown: v8::Global<v8::Function>,
     /// `endTurn(marker)`: cancels a finished turn's timers.
     pub end_turn: v8::Global<v8::Function>,
+    /// `ledger(specJson)`: a kept runtime's recorded `Date`, `Math.random` and timers.
+    pub ledger: v8::Global<v8::Function>,
     /// A function that does nothing: the rejection handler that marks a turn's promise handled.
     pub noop: v8::Global<v8::Function>,
 }
@@ -230,6 +240,7 @@ fn take_internals(runtime: &mut JsRuntime, max_source: usize) -> Result<Internal
             invoke: function("invoke")?,
             describe_thrown: function("describeThrown")?,
             end_turn: function("endTurn")?,
+            ledger: function("ledger")?,
             noop: function("noop")?,
         };
         let undefined = v8::undefined(scope).into();

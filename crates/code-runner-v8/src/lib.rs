@@ -52,6 +52,7 @@ mod files;
 mod heap;
 mod imports;
 mod isolate;
+mod ledger;
 mod loader;
 mod ops;
 mod overshoot;
@@ -64,6 +65,7 @@ mod turn;
 mod watchdog;
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use code_runner_core::{
     BoxFuture, Engine, ErrorCode, Fault, Lang, RunnerError, Runtime, RuntimeOptions, Task,
@@ -191,7 +193,61 @@ impl V8Engine {
         isolate::boot_bare(self.snapshot).map_err(V8Error::Unavailable)
     }
 
+    /// The image a ledger belongs to: V8's version, the bootstrap, the
+    /// language, and the operator's packages (a replay imports them).
+    fn image(&self) -> String {
+        let packages = self.packages.as_ref().map_or_else(
+            || "none".to_string(),
+            |set| set.lock_sha256.chars().take(12).collect(),
+        );
+        format!(
+            "v8-{}/bootstrap-{}/{}/packages-{packages}",
+            v8::VERSION_STRING,
+            isolate::bootstrap_hash(),
+            self.lang
+        )
+    }
+
+    /// Boots a runtime and, when `replay` holds a ledger, replays it
+    /// before the runtime is handed over.
+    async fn boot_replaying(
+        &self,
+        options: RuntimeOptions,
+        replay: ledger::Book,
+    ) -> Result<Arc<dyn Runtime>, RunnerError> {
+        let budget = options.ledger.map_or(DEFAULT_REPLAY_BUDGET, |o| {
+            Duration::from_millis(o.max_replay_ms.saturating_mul(2)) + REPLAY_SLACK
+        });
+        let runtime = self.boot_with(options, Some(replay)).await?;
+        let replayed = runtime
+            .ask(|reply| Command::Replay(budget, reply))
+            .await
+            .unwrap_or_else(|| Err("the runtime ended during the replay".into()));
+        match replayed {
+            Ok(done) => {
+                tracing::debug!(
+                    turns = done.turns,
+                    recorded_cpu_ms = done.recorded_cpu_ns / 1_000_000,
+                    "a node ledger was replayed"
+                );
+                Ok(Arc::new(runtime))
+            }
+            Err(why) => {
+                runtime.shutdown().await;
+                Err(RunnerError::invalid(format!("restore_diverged: {why}")))
+            }
+        }
+    }
+
     async fn boot(&self, options: RuntimeOptions) -> Result<Arc<dyn Runtime>, RunnerError> {
+        Ok(Arc::new(self.boot_with(options, None).await?))
+    }
+
+    async fn boot_with(
+        &self,
+        options: RuntimeOptions,
+        replay: Option<ledger::Book>,
+    ) -> Result<V8Runtime, RunnerError> {
         let host = tokio::runtime::Handle::try_current()
             .map_err(|_| RunnerError::engine("the node engine needs a tokio runtime"))?;
         let watch = Watch::new().map_err(RunnerError::engine)?;
@@ -206,6 +262,7 @@ impl V8Engine {
             packages: self.packages.iter().cloned().collect(),
             host,
             watch: watch.clone(),
+            replay,
         };
         THREADS
             .spawn(Box::new(move || {
@@ -221,7 +278,7 @@ impl V8Engine {
             added: Mutex::new((0, 0)),
         };
         match ready_rx.await {
-            Ok(Ok(())) => Ok(Arc::new(runtime)),
+            Ok(Ok(())) => Ok(runtime),
             Ok(Err(message)) => {
                 runtime.shutdown().await;
                 Err(RunnerError::engine(format!(
@@ -246,7 +303,50 @@ impl Engine for V8Engine {
     ) -> BoxFuture<'_, Result<Arc<dyn Runtime>, RunnerError>> {
         Box::pin(self.boot(options))
     }
+
+    fn snapshot_image(&self) -> Option<String> {
+        Some(self.image())
+    }
+
+    /// Replays a ledger ([`Runtime::snapshot`] of a kept runtime) into a
+    /// fresh runtime; `options.ledger` bounds the replay and says whether
+    /// the runtime reseeds `Math.random` after it (a fork).
+    fn restore(
+        &self,
+        options: RuntimeOptions,
+        sections: code_runner_core::SnapshotSections,
+    ) -> BoxFuture<'_, Result<Arc<dyn Runtime>, RunnerError>> {
+        Box::pin(async move {
+            let refused = |why: String| {
+                RunnerError::invalid(format!("the snapshot cannot be restored: {why}"))
+            };
+            let Some((_, json)) = sections.iter().find(|(name, _)| name == ledger::SECTION) else {
+                return Err(refused("it holds no ledger".into()));
+            };
+            let book: ledger::Book = serde_json::from_slice(json)
+                .map_err(|err| refused(format!("its ledger: {err}")))?;
+            if book.version != ledger::VERSION {
+                return Err(refused(format!("ledger version {}", book.version)));
+            }
+            let options = RuntimeOptions {
+                ledger: Some(options.ledger.unwrap_or(DEFAULT_LEDGER)),
+                ..options
+            };
+            self.boot_replaying(options, book).await
+        })
+    }
 }
+
+/// A replay's budget when the options set none.
+const DEFAULT_REPLAY_BUDGET: Duration = Duration::from_secs(20);
+/// What a replay may take beyond twice `max_replay_ms` (a cold isolate).
+const REPLAY_SLACK: Duration = Duration::from_secs(2);
+/// A restored runtime's ledger when the options set none.
+const DEFAULT_LEDGER: code_runner_core::LedgerOptions = code_runner_core::LedgerOptions {
+    max_bytes: 256 << 20,
+    max_replay_ms: 10_000,
+    reseed: false,
+};
 
 /// A live node runtime: the `Send + Sync` handle to its thread.
 ///
@@ -291,6 +391,18 @@ impl V8Runtime {
             };
             thread::outcome(cap, TurnEnding::Faulted(fault))
         })
+    }
+
+    /// Sends the command `make` builds and awaits its answer (`None`: the runtime is closed).
+    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Option<T> {
+        let sender = self
+            .commands
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()?;
+        let (reply, answer) = oneshot::channel();
+        sender.send(make(reply)).await.ok()?;
+        answer.await.ok()
     }
 
     async fn shutdown(&self) {
@@ -342,6 +454,28 @@ impl Runtime for V8Runtime {
                     RunnerError::new(code, err.message)
                 }),
                 Err(_) => Err(closed()),
+            }
+        })
+    }
+
+    fn record(&self, options: code_runner_core::LedgerOptions) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let _serial = self.turn_lock.lock().await;
+            let _ = self.ask(|reply| Command::Record(options, reply)).await;
+        })
+    }
+
+    /// The runtime's turn ledger, between turns.
+    fn snapshot(&self) -> BoxFuture<'_, Result<code_runner_core::SnapshotSections, RunnerError>> {
+        Box::pin(async move {
+            let _serial = self.turn_lock.lock().await;
+            match self.ask(Command::Ledger).await {
+                Some(Ok(sections)) => Ok(sections),
+                Some(Err(why)) => Err(RunnerError::invalid(format!("snapshot_unsupported: {why}"))),
+                None => Err(RunnerError::new(
+                    ErrorCode::Expired,
+                    "the runtime was closed",
+                )),
             }
         })
     }

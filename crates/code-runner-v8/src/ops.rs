@@ -32,6 +32,8 @@ deno_core::extension!(
         op_cr_wait,
         op_cr_cancel,
         op_cr_now,
+        op_cr_wall,
+        op_cr_tick,
         op_cr_files_write_text,
         op_cr_files_write_bytes,
         op_cr_files_size,
@@ -183,6 +185,20 @@ fn op_cr_call<'s>(
              (at most {MAX_ARGUMENT_BYTES_IN_FLIGHT} bytes and {MAX_ARGUMENT_VALUES_IN_FLIGHT} values per runtime); await some first"
         )));
     }
+    if io.turn(marker).is_none() {
+        return Err(JsErrorBox::type_error(format!(
+            "{ns}.{member}: no turn is running to make the call"
+        )));
+    }
+    if let Some(ledger) = io.ledger.as_mut() {
+        let checked = ledger.call(&format!("{ns}.{member}"), &args);
+        if ledger.is_replaying() {
+            // The answer comes from the ledger (`op_cr_wait`); nothing runs on the host.
+            checked.map_err(|why| JsErrorBox::type_error(format!("restore_diverged: {why}")))?;
+            let (_, answer) = tokio::sync::oneshot::channel();
+            return Ok(io.add_call(PendingCall { answer, weight }));
+        }
+    }
     let Some(turn) = io.turn(marker) else {
         return Err(JsErrorBox::type_error(format!(
             "{ns}.{member}: no turn is running to make the call"
@@ -223,9 +239,58 @@ fn op_cr_cancel(state: &mut OpState, #[smi] id: u32) {
 }
 
 /// Awaits a call started by [`op_cr_call`]: `o<json>` for a value, `e<json>` for `{code, message}`.
+/// A recording ledger notes the answer; a replaying one gives it, in its place.
 #[op2]
 #[string]
 async fn op_cr_wait(state: Rc<RefCell<OpState>>, #[smi] id: u32) -> String {
+    let replaying = io(&state.borrow()).is_some_and(|io| io.borrow().replaying());
+    if replaying {
+        return replayed_answer(&state, id).await;
+    }
+    let text = host_answer(&state, id).await;
+    if let Some(io) = io(&state.borrow())
+        && let Some(ledger) = io.borrow_mut().ledger.as_mut()
+    {
+        ledger.answered(id, &text);
+    }
+    text
+}
+
+/// Call `id`'s answer from a replayed ledger, once every answer and timer before it was handed over.
+async fn replayed_answer(state: &Rc<RefCell<OpState>>, id: u32) -> String {
+    let answer = std::future::poll_fn(|cx| {
+        let Some(io) = io(&state.borrow()) else {
+            return std::task::Poll::Ready(None);
+        };
+        let mut io = io.borrow_mut();
+        let Some(ledger) = io.ledger.as_mut() else {
+            return std::task::Poll::Ready(None);
+        };
+        if ledger.diverged().is_some() {
+            return std::task::Poll::Ready(None);
+        }
+        match ledger.replay_answer(id, cx.waker()) {
+            Some(text) => std::task::Poll::Ready(Some(text)),
+            None => std::task::Poll::Pending,
+        }
+    })
+    .await;
+    if let Some(io) = io(&state.borrow()) {
+        let mut io = io.borrow_mut();
+        if let Some(call) = io.calls.remove(&id) {
+            io.answered(call.weight);
+        }
+    }
+    answer.unwrap_or_else(|| {
+        format!(
+            "e{}",
+            json!({"code": "code-runner::invalid_request", "message": "restore_diverged: the replay went another way than the ledger"})
+        )
+    })
+}
+
+/// Call `id`'s answer from its host function.
+async fn host_answer(state: &Rc<RefCell<OpState>>, id: u32) -> String {
     let call = state
         .borrow()
         .try_borrow::<SharedIo>()
@@ -271,10 +336,42 @@ async fn op_cr_wait(state: Rc<RefCell<OpState>>, #[smi] id: u32) -> String {
     }
 }
 
-/// Milliseconds since the runtime booted, for `performance.now()`.
+/// Milliseconds since the runtime booted, for `performance.now()` (kept
+/// in, or taken from, a runtime's ledger).
 #[op2(fast)]
 fn op_cr_now(state: &mut OpState) -> f64 {
-    io(state).map_or(0.0, |io| io.borrow().epoch.elapsed().as_secs_f64() * 1000.0)
+    let Some(io) = io(state) else { return 0.0 };
+    let mut io = io.borrow_mut();
+    let real = io.epoch.elapsed().as_secs_f64() * 1000.0;
+    match io.ledger.as_mut() {
+        Some(ledger) => ledger.read(false, real),
+        None => real,
+    }
+}
+
+/// Milliseconds since the Unix epoch, for `Date` in a runtime that keeps a
+/// ledger (kept in it, or taken from it).
+#[op2(fast)]
+fn op_cr_wall(state: &mut OpState) -> f64 {
+    let real = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_millis() as f64);
+    let Some(io) = io(state) else { return real };
+    match io.borrow_mut().ledger.as_mut() {
+        Some(ledger) => ledger.read(true, real),
+        None => real,
+    }
+}
+
+/// Whether the runtime's `timer`th timer, due, fires now: always, noted,
+/// while a ledger records; in its recorded place while one is replayed.
+#[op2(fast)]
+fn op_cr_tick(state: &mut OpState, #[smi] timer: u32) -> bool {
+    let Some(io) = io(state) else { return true };
+    match io.borrow_mut().ledger.as_mut() {
+        Some(ledger) => ledger.tick(timer),
+        None => true,
+    }
 }
 
 /// A scratch failure as a JavaScript `Error` carrying `code`.

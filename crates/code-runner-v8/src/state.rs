@@ -77,6 +77,8 @@ pub struct Io {
     /// Largest JSON text that enters the isolate at once (a binding's
     /// answer, a handler's payload): [`max_transfer_in`].
     pub max_transfer_in: usize,
+    /// The turn ledger of a kept runtime ([`crate::ledger`]), recording or replaying.
+    pub ledger: Option<crate::ledger::Ledger>,
 }
 
 /// The largest JSON text handed into an isolate whose heap is `heap_mb`
@@ -111,6 +113,7 @@ impl Io {
             scratch,
             epoch: Instant::now(),
             max_transfer_in,
+            ledger: None,
         }))
     }
 
@@ -122,6 +125,13 @@ impl Io {
             _ => *self.turns.keys().next()?,
         };
         self.turns.get_mut(&key)
+    }
+
+    /// Whether a restore is replaying the runtime's ledger now.
+    pub fn replaying(&self) -> bool {
+        self.ledger
+            .as_ref()
+            .is_some_and(crate::ledger::Ledger::is_replaying)
     }
 
     /// Keeps a started call's answer under a fresh id.

@@ -432,6 +432,7 @@ pub fn call_internal(isolate: &mut Isolate, which: Internal, arg: InternalArg) -
     let function = match which {
         Internal::Install => isolate.internals.install.clone(),
         Internal::EndTurn => isolate.internals.end_turn.clone(),
+        Internal::Ledger => isolate.internals.ledger.clone(),
     };
     deno_core::scope!(scope, &mut isolate.runtime);
     v8::tc_scope!(let tc, scope);
@@ -453,6 +454,8 @@ pub enum Internal {
     Install,
     /// `endTurn(marker)`.
     EndTurn,
+    /// `ledger(specJson)`: the ledger's sources, recording or replaying.
+    Ledger,
 }
 
 /// The argument of [`call_internal`].

@@ -17,7 +17,7 @@
 // which functions a one-shot still compiles: only the guest's).
 const core = globalThis.Deno.core;
 const {
-  op_cr_print, op_cr_uncaught, op_cr_call, op_cr_wait, op_cr_cancel, op_cr_now,
+  op_cr_print, op_cr_uncaught, op_cr_call, op_cr_wait, op_cr_cancel, op_cr_now, op_cr_wall, op_cr_tick,
   op_cr_files_write_text, op_cr_files_write_bytes, op_cr_files_size, op_cr_files_read_into,
   op_cr_files_read_text, op_cr_files_list, op_cr_files_remove, op_cr_encode_into,
 } = core.ops;
@@ -192,6 +192,69 @@ const consoleObject = {
   },
 };
 
+// ---- the ledger --------------------------------------------------------------
+// A kept runtime keeps a turn ledger (ledger/mod.rs): from its first turn,
+// `Date` and `Math.random` are the ones below, whose readings the host keeps
+// (or, in a replay, gives back) and whose stream comes from a seed the host
+// draws; timers are numbered. One-shots keep V8's own.
+
+const LEDGER_OFF = 0;
+const LEDGER_RECORD = 1;
+const LEDGER_REPLAY = 2;
+let ledgerMode = LEDGER_OFF;
+let timerSeq = 0;
+// xoshiro128** state.
+let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+const MathImul = Math.imul;
+const rotl = (x, k) => (x << k) | (x >>> (32 - k));
+function next32() {
+  const result = MathImul(rotl(MathImul(s1, 5), 7), 9) >>> 0;
+  const t = s1 << 9;
+  s2 ^= s0;
+  s3 ^= s1;
+  s1 ^= s2;
+  s0 ^= s3;
+  s2 ^= t;
+  s3 = rotl(s3, 11);
+  return result;
+}
+
+const NativeDate = Date;
+const DateToString = Date.prototype.toString;
+const ReflectConstruct = Reflect.construct;
+const methodOf = (value) => ({ __proto__: null, value, writable: true, configurable: true, enumerable: false });
+
+/** Puts the ledger's `Date` and `Math.random` in place (before any guest code of the runtime). */
+function installSources() {
+  const now = () => op_cr_wall();
+  const LedgerDate = function Date(...args) {
+    if (new.target === undefined) return fn(DateToString, new NativeDate(now()));
+    return ReflectConstruct(NativeDate, args.length === 0 ? [now()] : args, new.target);
+  };
+  ObjectDefineProperty(LedgerDate, "length", { __proto__: null, value: 7, configurable: true });
+  ObjectDefineProperty(LedgerDate, "prototype", { __proto__: null, value: NativeDate.prototype, writable: false, enumerable: false, configurable: false });
+  ObjectDefineProperty(NativeDate.prototype, "constructor", methodOf(LedgerDate));
+  ObjectDefineProperty(LedgerDate, "now", methodOf({ now() { return now(); } }.now));
+  ObjectDefineProperty(LedgerDate, "parse", methodOf(NativeDate.parse));
+  ObjectDefineProperty(LedgerDate, "UTC", methodOf(NativeDate.UTC));
+  ObjectDefineProperty(globalThis, "Date", methodOf(LedgerDate));
+  const random = { random() { return ((next32() >>> 5) * 67108864 + (next32() >>> 6)) / 9007199254740992; } }.random;
+  ObjectDefineProperty(Math, "random", methodOf(random));
+}
+
+/** The host's `{mode, seed}`: record or replay from now on; a seed reseeds `Math.random`. */
+const ledger = (function ledger(specJson) {
+  const spec = JSONParse(specJson);
+  if (ledgerMode === LEDGER_OFF) installSources();
+  ledgerMode = spec.mode === "replay" ? LEDGER_REPLAY : LEDGER_RECORD;
+  if (spec.seed !== null) {
+    s0 = spec.seed[0] | 0;
+    s1 = spec.seed[1] | 0;
+    s2 = spec.seed[2] | 0;
+    s3 = spec.seed[3] | 0;
+  }
+});
+
 // ---- timers ----------------------------------------------------------------
 
 /** Pending timer id → the turn marker that set it. */
@@ -207,9 +270,17 @@ function setTimer(repeat, callback, delay, args) {
   delay = NumberCtor(delay);
   if (!(delay >= 1 && delay <= 2147483647)) delay = 1;
   const marker = getAsyncContext();
+  // With a ledger, each timer has its number and asks before it fires: a
+  // replay fires it in its recorded place, polling every millisecond.
+  const seq = ledgerMode === LEDGER_OFF ? -1 : timerSeq++;
+  const replaying = ledgerMode === LEDGER_REPLAY;
   let id = 0;
-  id = queueUserTimer(getTimerDepth() + 1, repeat, delay, () => {
-    if (!repeat) fn(MapDelete, timerOwners, id);
+  id = queueUserTimer(getTimerDepth() + 1, repeat || replaying, replaying ? 1 : delay, () => {
+    if (seq >= 0 && !op_cr_tick(seq)) return;
+    if (!repeat) {
+      fn(MapDelete, timerOwners, id);
+      if (replaying) cancelTimer(id);
+    }
     const previous = getAsyncContext();
     setAsyncContext(marker);
     try {
@@ -594,6 +665,7 @@ ObjectDefineProperty(globalThis, "__code_runner__", {
     invoke,
     describeThrown: (value) => describeThrown(value, false),
     endTurn,
+    ledger,
     noop: () => {},
     guardShared,
   }),

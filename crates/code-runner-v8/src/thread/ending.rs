@@ -62,6 +62,7 @@ impl Engine {
         self.boot.watch.set_isolate(None);
         self.installed = None;
         drop(isolate);
+        self.spoil_ledger("its isolate was replaced (its heap passed heap_mb), and the state it held went with it");
     }
 
     /// Calls the bootstrap's `endTurn(marker)` for a turn that has ended,
@@ -211,6 +212,9 @@ impl Engine {
                 isolate.heap_peak.read(isolate.runtime.v8_isolate())
             }),
         };
+        if let Some(ledger) = self.io.borrow_mut().ledger.as_mut() {
+            ledger.end_turn(crate::ledger::ending_class(&ending), usage.cpu_ns);
+        }
         let _ = turn.reply.send(TurnOutcome {
             usage,
             stdout,

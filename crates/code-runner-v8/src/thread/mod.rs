@@ -20,6 +20,7 @@ use deno_core::PollEventLoopOptions;
 use tokio::sync::{mpsc, oneshot};
 
 mod ending;
+pub mod replay;
 
 use crate::files::{FilesLimits, Scratch};
 use crate::isolate::{self, Isolate, IsolateLimits};
@@ -40,6 +41,12 @@ pub enum Command {
     /// Make a package set importable in this runtime, now and after an
     /// isolate is replaced.
     AddPackages(Arc<crate::packages::PackageSet>, oneshot::Sender<()>),
+    /// Keep a turn ledger from now on.
+    Record(code_runner_core::LedgerOptions, oneshot::Sender<()>),
+    /// The ledger's sections, or why there are none.
+    Ledger(oneshot::Sender<Result<code_runner_core::SnapshotSections, String>>),
+    /// Replay the ledger the runtime booted with, within this long, then go live.
+    Replay(Duration, oneshot::Sender<Result<replay::Replayed, String>>),
 }
 
 /// Everything a runtime thread needs.
@@ -59,6 +66,8 @@ pub struct Boot {
     pub host: tokio::runtime::Handle,
     /// This runtime's side of the watchdog.
     pub watch: Arc<Watch>,
+    /// A ledger to replay before the runtime goes live (a restore).
+    pub replay: Option<crate::ledger::Book>,
 }
 
 /// The thread's body: boot, report readiness, serve turns until closed,
@@ -108,10 +117,16 @@ struct Engine {
     /// The largest result built on the host: `max_result_bytes`, at most
     /// [`MAX_TRANSFER_BYTES`](crate::ops::MAX_TRANSFER_BYTES).
     result_limit: u64,
+    /// The ledger's sources as the isolate's bootstrap has them.
+    js_ledger: replay::JsLedger,
+    /// A replay under way.
+    replaying: Option<replay::ReplayRun>,
+    /// A seed `Math.random` takes before the next turn (a fork's).
+    reseed: Option<[u32; 4]>,
 }
 
 impl Engine {
-    fn boot(boot: Boot) -> Result<Engine, String> {
+    fn boot(mut boot: Boot) -> Result<Engine, String> {
         let limits = FilesLimits {
             max_bytes: boot.options.scratch_mb.map(|mb| mb.saturating_mul(1 << 20)),
             max_files: boot.options.scratch_files,
@@ -129,6 +144,7 @@ impl Engine {
             boot.watch.clone(),
             crate::state::max_transfer_in(boot.options.heap_mb),
         );
+        io.borrow_mut().ledger = replay::ledger_at_boot(&mut boot);
         let result_limit = boot
             .options
             .max_result_bytes
@@ -144,6 +160,9 @@ impl Engine {
             generation: 0,
             installed: None,
             result_limit,
+            js_ledger: replay::JsLedger::default(),
+            replaying: None,
+            reseed: None,
         };
         engine.ensure_isolate()?;
         Ok(engine)
@@ -164,6 +183,7 @@ impl Engine {
                 self.boot.packages.clone(),
             )?;
             self.installed = None;
+            self.js_ledger = replay::JsLedger::default();
             self.isolate = Some(isolate);
         }
         self.isolate
@@ -183,15 +203,29 @@ impl Engine {
                 match command {
                     Some(Command::Turn(spec, reply)) => self.start(spec, reply),
                     Some(Command::PutFiles(files, reply)) => {
-                        let _ = reply.send(self.io.borrow_mut().scratch.put(&files));
+                        let mut io = self.io.borrow_mut();
+                        let put = io.scratch.put(&files);
+                        if let (Ok(()), Some(ledger)) = (&put, io.ledger.as_mut()) {
+                            ledger.files(&files);
+                        }
+                        let _ = reply.send(put);
                     }
                     Some(Command::AddPackages(set, reply)) => {
                         if let Some(isolate) = self.isolate.as_ref() {
                             isolate.loader.add_packages(set.clone());
                         }
                         self.boot.packages.push(set);
+                        self.spoil_ledger("packages were installed into it (install), and its ledger does not hold them");
                         let _ = reply.send(());
                     }
+                    Some(Command::Record(options, reply)) => {
+                        self.record(options);
+                        let _ = reply.send(());
+                    }
+                    Some(Command::Ledger(reply)) => {
+                        let _ = reply.send(self.ledger_sections());
+                    }
+                    Some(Command::Replay(budget, reply)) => self.replay(budget, reply),
                     None => {
                         closed = true;
                         break;
@@ -202,6 +236,7 @@ impl Engine {
                 self.end_all(|_| Fault::Aborted);
                 return Poll::Ready(());
             }
+            self.replay_progress();
             if self.turns.is_empty() {
                 // A condemned isolate goes now, not when the next turn comes:
                 // its heap is past its cap.
@@ -267,6 +302,17 @@ impl Engine {
 
     /// Starts one turn: its output buffers, its bindings, its JavaScript.
     fn start(&mut self, spec: TurnSpec, reply: oneshot::Sender<TurnOutcome>) {
+        self.start_with(spec, reply, None);
+    }
+
+    /// Starts one turn; `install`: the binding globals' spec to install
+    /// instead of the one `spec.bindings` makes (a replayed turn's).
+    fn start_with(
+        &mut self,
+        spec: TurnSpec,
+        reply: oneshot::Sender<TurnOutcome>,
+        install: Option<String>,
+    ) {
         let cap = spec.max_stream_bytes;
         // A stop recorded since the last poll (a condemned heap above all)
         // is handled first: a new turn never starts in a condemned isolate.
@@ -294,7 +340,12 @@ impl Engine {
             _ => None,
         };
         let payload_bytes = payload_json.as_ref().map_or(0, String::len);
-        let installing = turn::bindings_spec(&spec.bindings, self.boot.files_namespace.as_deref());
+        let installing = install.unwrap_or_else(|| {
+            turn::bindings_spec(&spec.bindings, self.boot.files_namespace.as_deref())
+        });
+        if let Some(ledger) = self.io.borrow_mut().ledger.as_mut() {
+            ledger.begin_turn(&spec.task, &installing);
+        }
         let clock = spec.bindings.clock().clone();
         self.io.borrow_mut().turns.insert(
             marker,
@@ -328,6 +379,7 @@ impl Engine {
         };
         let launched = {
             let _js = self.boot.watch.enter();
+            replay::sync_sources(isolate, &self.io, &mut self.js_ledger, &mut self.reseed);
             if self.installed.as_deref() != Some(installing.as_str()) {
                 turn::call_internal(
                     isolate,
@@ -396,6 +448,14 @@ impl Engine {
                 .turns
                 .get_mut(&marker)
                 .and_then(|io| io.uncaught.take());
+            let (diverged, held) = self.replay_hold();
+            if diverged {
+                self.finish(
+                    marker,
+                    TurnEnding::Faulted(Fault::Crashed("restore_diverged".into())),
+                );
+                continue;
+            }
             let ending = if let Some(text) = uncaught {
                 Some(TurnEnding::Exited {
                     exit_code: 1,
@@ -413,6 +473,16 @@ impl Engine {
                             io.stderr.push(b"\n");
                         }
                         Settled::Threw(text).ending()
+                    }
+                    // A replayed turn that settled before the ledger's
+                    // answers and timers of it were all handed over goes on.
+                    Some(_) if held => {
+                        let mut io = self.io.borrow_mut();
+                        let io = &mut *io;
+                        if let Some(ledger) = io.ledger.as_mut() {
+                            ledger.check_stalled(|call| io.calls.contains_key(&call));
+                        }
+                        None
                     }
                     Some(settled) => settled.ending(),
                     None => None,

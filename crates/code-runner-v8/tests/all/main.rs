@@ -13,6 +13,7 @@ mod handlers;
 mod hostile;
 mod isolation;
 mod json;
+mod ledger;
 mod limits;
 mod seam;
 mod shared;

@@ -194,6 +194,14 @@ impl Runtime for Bounded {
     }
 
     /// In turn order.
+    fn record(&self, options: code_runner_core::LedgerOptions) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let _turn = self.order.lock().await;
+            self.runtime.record(options).await;
+        })
+    }
+
+    /// In turn order.
     fn add_packages(
         &self,
         dir: std::path::PathBuf,

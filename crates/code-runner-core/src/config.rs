@@ -69,7 +69,10 @@ pub const DEFAULT_EGRESS_MAX_IN_FLIGHT: u32 = 8;
 /// both engines (tens of MiB resident before any runtime).
 pub const MAX_SANDBOX_PROCESSES: usize = 256;
 
-/// A kept python runtime idle this long hibernates (`hibernate_after_secs`).
+/// The most CPU a kept node runtime's turns may add up to and still be
+/// snapshotted by replay (`max_replay_ms`).
+pub const DEFAULT_MAX_REPLAY_MS: u64 = 10_000;
+/// A kept runtime idle this long hibernates (`hibernate_after_secs`).
 pub const DEFAULT_HIBERNATE_AFTER_SECS: u64 = 60;
 /// A hibernated session unused this long ends (`session_ttl_secs`): a day.
 pub const DEFAULT_SESSION_TTL_SECS: u64 = 86_400;
@@ -81,7 +84,7 @@ pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
 /// Every other key is captured when the engines boot and cannot be rebound
 /// under live runtimes: a change to one is saved at once and applies at the
 /// next start.
-pub const NEXT_CALL_KEYS: [&str; 21] = [
+pub const NEXT_CALL_KEYS: [&str; 22] = [
     "max_result_bytes",
     "max_stream_bytes",
     "max_images",
@@ -103,6 +106,7 @@ pub const NEXT_CALL_KEYS: [&str; 21] = [
     "approval_required",
     "install_allow",
     "max_snapshot_mb",
+    "max_replay_ms",
 ];
 
 /// The worker's configuration, read from YAML or JSON; every key is optional.
@@ -181,6 +185,13 @@ pub struct Config {
     /// `code-runner::restore` reads, in MiB (default 256). Applies to the next call.
     #[schemars(range(min = 1))]
     pub max_snapshot_mb: u64,
+    /// The most CPU, in milliseconds, a kept node or TypeScript runtime's
+    /// turns may add up to and still be snapshotted (default 10000): its
+    /// snapshot is a turn ledger that a restore replays, so this bounds a
+    /// restore's work. Past it the runtime says it cannot be snapshotted and
+    /// stays live instead of hibernating. Applies to runtimes kept from the next call.
+    #[schemars(range(min = 1))]
+    pub max_replay_ms: u64,
     /// Where snapshots and hibernated sessions are kept: empty (the
     /// default) for the data directory, an absolute path or `file:///path`
     /// for a directory, `s3://bucket/prefix` for an object store several
@@ -191,7 +202,7 @@ pub struct Config {
     /// `<data-dir>/snapshot-keys`, made once with mode 0600); workers that
     /// share a store share it. Applies at the next start.
     pub snapshot_keys_file: Option<String>,
-    /// A kept python runtime idle this long, in seconds, is written to the
+    /// A kept runtime (python's data interpreter, node, TypeScript) idle this long, in seconds, is written to the
     /// snapshot store and closed, freeing its slot; its id keeps working and
     /// its next call wakes it (default 60; 0 never hibernates). Only when
     /// shorter than `idle_ttl_secs`. Applies at the next start.
@@ -362,6 +373,7 @@ impl Default for Config {
             npm_registry: None,
             install_allow: Vec::new(),
             max_snapshot_mb: 256,
+            max_replay_ms: DEFAULT_MAX_REPLAY_MS,
             snapshot_store: String::new(),
             snapshot_keys_file: None,
             hibernate_after_secs: DEFAULT_HIBERNATE_AFTER_SECS,

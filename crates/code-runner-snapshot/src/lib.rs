@@ -180,18 +180,13 @@ pub fn seal(contents: &Contents, key: &Key) -> Result<Vec<u8>, SnapshotError> {
     Ok(out)
 }
 
-/// Decodes a snapshot of `engine` for `image`, checking it first (see the
-/// crate's documentation for the order).
-///
-/// # Errors
-/// The [`SnapshotError`] of the first check that fails.
-pub fn open(
-    bytes: &[u8],
+/// Checks `bytes` as far as their header (size, magic, key, MAC, the
+/// header itself) and answers it and the body after it.
+fn authenticated<'b>(
+    bytes: &'b [u8],
     keys: &Keys,
-    engine: &str,
-    image: &str,
     bounds: Bounds,
-) -> Result<Contents, SnapshotError> {
+) -> Result<(Header, &'b [u8]), SnapshotError> {
     let size = bytes.len() as u64;
     if size > bounds.max_stored {
         return Err(SnapshotError::Oversized {
@@ -239,13 +234,38 @@ pub fn open(
             header.format
         )));
     }
+    Ok((header, &signed[PREFIX + header_len..]))
+}
+
+/// The header of `bytes`, once they are whole, within `bounds` and ours
+/// (their MAC checked, as [`open`] checks it): which engine a caller
+/// should open them for.
+///
+/// # Errors
+/// The [`SnapshotError`] of the first check that fails.
+pub fn header_of(bytes: &[u8], keys: &Keys, bounds: Bounds) -> Result<Header, SnapshotError> {
+    authenticated(bytes, keys, bounds).map(|(header, _)| header)
+}
+
+/// Decodes a snapshot of `engine` for `image`, checking it first (see the
+/// crate's documentation for the order).
+///
+/// # Errors
+/// The [`SnapshotError`] of the first check that fails.
+pub fn open(
+    bytes: &[u8],
+    keys: &Keys,
+    engine: &str,
+    image: &str,
+    bounds: Bounds,
+) -> Result<Contents, SnapshotError> {
+    let (header, body) = authenticated(bytes, keys, bounds)?;
     if header.engine != engine || header.image != image {
         return Err(SnapshotError::OtherImage(format!(
             "it holds {} state for image {}, this worker runs {engine} image {image}",
             header.engine, header.image
         )));
     }
-    let body = &signed[PREFIX + header_len..];
     if header.sections.len() > MAX_SECTIONS {
         return Err(SnapshotError::Damaged(format!(
             "{} sections",

@@ -149,6 +149,11 @@ async fn boot(fresh: &Fresh<'_>) -> Result<(Arc<dyn Runtime>, WorkDir), RunnerEr
         }
     };
     let runtime = retire::attach(ops, fresh.key, runtime);
+    if fresh.admitted.request.keep && fresh.lang.on_node_engine() {
+        // A kept node runtime keeps a turn ledger, its snapshot, from the start.
+        let options = crate::ops::sessions::ledger_options(&fresh.admitted.config, false);
+        runtime.record(options).await;
+    }
     if let Err(err) = fresh.admitted.files.put(runtime.as_ref()).await {
         runtime.close().await;
         dir.remove().await;

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use code_runner_core::{Bindings, ErrorCode, RunnerError, Task, TurnEnding, TurnSpec};
+use code_runner_core::{Bindings, ErrorCode, Lang, RunnerError, Task, TurnEnding, TurnSpec};
 use code_runner_snapshot::Kind;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -182,21 +182,25 @@ pub(crate) async fn restore(
         })?;
     let revived = seal::revive(&ops, &caller, &bytes, None).await?;
     drop(bytes);
-    let reseed = TurnSpec {
-        task: Task::program(RESEED),
-        timeout: Duration::from_secs(30),
-        bindings: Bindings::default(),
-        max_stream_bytes: Some(4096),
-        abort: code_runner_core::AbortSignal::new(),
-        live: None,
-    };
-    let outcome = revived.runtime.run(reseed).await;
-    if !matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, .. }) {
-        revived.discard().await;
-        return Err(RunnerError::engine(
-            "the restored runtime did not run its first turn (reseeding its generators)",
-        )
-        .into());
+    // Python reseeds its generators in a first turn; node did after its
+    // replay (LedgerOptions::reseed).
+    if revived.lang == Lang::Python {
+        let reseed = TurnSpec {
+            task: Task::program(RESEED),
+            timeout: Duration::from_secs(30),
+            bindings: Bindings::default(),
+            max_stream_bytes: Some(4096),
+            abort: code_runner_core::AbortSignal::new(),
+            live: None,
+        };
+        let outcome = revived.runtime.run(reseed).await;
+        if !matches!(outcome.ending, TurnEnding::Exited { exit_code: 0, .. }) {
+            revived.discard().await;
+            return Err(RunnerError::engine(
+                "the restored runtime did not run its first turn (reseeding its generators)",
+            )
+            .into());
+        }
     }
     let id = new_runtime_id(ops.worker_name());
     revived.keep(&ops, &id);

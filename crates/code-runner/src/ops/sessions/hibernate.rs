@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use code_runner_core::{ErrorCode, Lang, RunnerError};
+use code_runner_core::{ErrorCode, RunnerError};
 use code_runner_snapshot::{Kind, session_name};
 
 use super::{Sessions, seal};
@@ -44,8 +44,7 @@ const MAX_HOLDER_BYTES: u64 = 256;
 
 /// Whether `kept` (id `id`) may hibernate now.
 fn eligible(ops: &Ops, id: &str, kept: &Kept) -> bool {
-    kept.lang == Lang::Python
-        && !kept.is_sleepless()
+    !kept.is_sleepless()
         && ops.lineage.root(kept.key) == Some(kept.key)
         && !ops.lineage.has_children(kept.key)
         && ops.suspensions.waiting_on(id).is_none()

@@ -1,7 +1,7 @@
-//! Sessions that outlive one runtime (issue 47).
+//! Sessions that outlive one runtime (issues 47 and 48).
 //!
 //! - [`explicit`]: `code-runner::snapshot` and `code-runner::restore`, a
-//!   host's fork of a kept python runtime;
+//!   host's fork of a kept runtime (python's by memory, node's by ledger);
 //! - [`hibernate`]: an idle kept runtime written to the store and closed,
 //!   its slot freed, woken under the same id by its next call (on this
 //!   worker after a restart, or on another that shares the store); at
@@ -125,6 +125,16 @@ impl Drop for RunInFlight<'_> {
 }
 
 /// What a stored snapshot is held to when it is read and opened.
+/// What a kept node runtime's turn ledger may hold, from the configuration;
+/// `reseed`: a restored runtime draws fresh random numbers after its replay (a fork).
+pub(crate) fn ledger_options(config: &Config, reseed: bool) -> code_runner_core::LedgerOptions {
+    code_runner_core::LedgerOptions {
+        max_bytes: config.max_snapshot_mb.saturating_mul(1 << 20),
+        max_replay_ms: config.max_replay_ms,
+        reseed,
+    }
+}
+
 fn bounds(config: &Config) -> Bounds {
     let max = config.max_snapshot_mb.saturating_mul(1 << 20);
     // Pages compress well; what they expand to is bounded by the memory a

@@ -1,5 +1,6 @@
-//! A kept python runtime's state to sealed bytes ([`capture`]) and back to
-//! a live runtime ([`revive`]). The bytes are `code_runner_snapshot`'s
+//! A kept runtime's state to sealed bytes ([`capture`]) and back to a live
+//! runtime ([`revive`]): python's data interpreter by its memory, node and
+//! TypeScript by their turn ledger, replayed. The bytes are `code_runner_snapshot`'s
 //! format (a MAC over every byte with the worker's key, checked before
 //! anything is parsed); beside the engine's own sections they carry one of
 //! ours, `runtime`: the runtime's memory ceiling and, for a hibernated
@@ -20,8 +21,31 @@ use crate::ops::retire::{self, Live};
 use crate::runtimes::lineage::Lasting;
 use crate::runtimes::registry::{Held, Kept, Slot, WorkDir};
 
-/// The engine whose state the snapshots hold.
-const ENGINE: &str = "python-data";
+/// The engine whose state a snapshot of a `lang` runtime holds.
+fn engine_name(lang: Lang) -> &'static str {
+    match lang {
+        Lang::Python => "python-data",
+        Lang::Node => "node-ledger",
+        Lang::TypeScript => "typescript-ledger",
+    }
+}
+
+/// The language whose engine is `name`.
+fn lang_of(name: &str) -> Option<Lang> {
+    [Lang::Python, Lang::Node, Lang::TypeScript]
+        .into_iter()
+        .find(|lang| engine_name(*lang) == name)
+}
+
+/// Why `lang`'s engine on this worker keeps no snapshots.
+fn no_image(lang: Lang) -> RunnerError {
+    unsupported(match lang {
+        Lang::Python => {
+            "this worker's python runs the lean interpreter (or sandbox processes), whose runtimes cannot be snapshotted"
+        }
+        _ => "this worker runs node in sandbox processes, whose runtimes keep no turn ledger",
+    })
+}
 /// Our section: what the runtime was.
 const RUNTIME: &str = "runtime";
 
@@ -39,7 +63,7 @@ struct RuntimeSection {
     session: Option<String>,
 }
 
-/// Why a runtime cannot be snapshotted: it is not the data interpreter's.
+/// Why a runtime cannot be snapshotted.
 fn unsupported(why: &str) -> RunnerError {
     RunnerError::invalid(format!("snapshot_unsupported: {why}"))
 }
@@ -58,18 +82,15 @@ pub(super) async fn capture(
     id: &str,
     session: bool,
 ) -> Result<(Vec<u8>, u64), RunnerError> {
-    if kept.lang != Lang::Python {
-        return Err(unsupported(&format!(
-            "runtime {} runs {}; only python runtimes can be snapshotted yet",
-            redact(id),
-            kept.lang
-        )));
-    }
-    let engine = ops.engine(Lang::Python, &Caller::host()).await?;
-    let image = engine.snapshot_image().ok_or_else(|| {
-        unsupported("this worker's python runs the lean interpreter (or sandbox processes), whose runtimes cannot be snapshotted")
+    let engine = ops.engine(kept.lang, &Caller::host()).await?;
+    let image = engine.snapshot_image().ok_or_else(|| no_image(kept.lang))?;
+    let mut sections = kept.runtime.snapshot().await.map_err(|err| {
+        let why = err.message.trim_start_matches("snapshot_unsupported: ");
+        match err.code {
+            ErrorCode::InvalidRequest => unsupported(&format!("runtime {}: {why}", redact(id))),
+            _ => err,
+        }
     })?;
-    let mut sections = kept.runtime.snapshot().await?;
     let ours = RuntimeSection {
         memory_mb: kept.memory_mb,
         checkpoint: kept.checkpoint,
@@ -83,7 +104,7 @@ pub(super) async fn capture(
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let contents = Contents {
-        engine: ENGINE.into(),
+        engine: engine_name(kept.lang).into(),
         image,
         created_at,
         sections,
@@ -118,13 +139,14 @@ pub(super) struct Revived {
     pub live: Live,
     pub memory_mb: u64,
     pub checkpoint: bool,
+    pub lang: Lang,
 }
 
 impl Revived {
-    /// Keeps it under `id` as a python runtime; it ends with its registry entry from now on.
+    /// Keeps it under `id`; it ends with its registry entry from now on.
     pub fn keep(self, ops: &Ops, id: &str) -> Arc<Kept> {
         let held = Held {
-            lang: Lang::Python,
+            lang: self.lang,
             key: self.key,
             runtime: self.runtime,
             memory_mb: self.memory_mb,
@@ -158,15 +180,26 @@ pub(super) async fn revive(
     bytes: &[u8],
     session: Option<&str>,
 ) -> Result<Revived, RunnerError> {
-    let engine = ops.engine(Lang::Python, caller).await?;
-    let image = engine.snapshot_image().ok_or_else(|| {
-        unsupported("this worker's python runs the lean interpreter (or sandbox processes), which restores no snapshots")
-    })?;
     let config = ops.config();
     let keys = ops.sessions.keys(&config)?;
-    let mut contents =
-        code_runner_snapshot::open(bytes, keys, ENGINE, &image, super::bounds(&config))
-            .map_err(refused)?;
+    let name = code_runner_snapshot::header_of(bytes, keys, super::bounds(&config))
+        .map_err(refused)?
+        .engine;
+    let lang = lang_of(&name).ok_or_else(|| {
+        refused(SnapshotError::OtherImage(format!(
+            "it holds {name} state, which this worker does not run"
+        )))
+    })?;
+    let engine = ops.engine(lang, caller).await?;
+    let image = engine.snapshot_image().ok_or_else(|| no_image(lang))?;
+    let mut contents = code_runner_snapshot::open(
+        bytes,
+        keys,
+        engine_name(lang),
+        &image,
+        super::bounds(&config),
+    )
+    .map_err(refused)?;
     let ours = match contents
         .sections
         .iter()
@@ -202,12 +235,14 @@ pub(super) async fn revive(
         .registry
         .acquire_waiting(config.max_runtimes, crate::runtimes::registry::SLOT_WAIT)
         .await?;
-    let dir = ops.engines.work_dir(Lang::Python)?;
+    let dir = ops.engines.work_dir(lang)?;
     let options = code_runner_core::RuntimeOptions {
         checkpoint: ours.checkpoint,
+        // A node runtime replays its ledger; a fork (no session) draws a fresh seed after.
+        ledger: Some(super::ledger_options(&config, session.is_none())),
         ..ops
             .engines
-            .runtime_options(&config, Lang::Python, memory_mb, dir.0.clone())
+            .runtime_options(&config, lang, memory_mb, dir.0.clone())
     };
     let runtime = match engine.restore(options, contents.sections).await {
         Ok(runtime) => runtime,
@@ -225,5 +260,6 @@ pub(super) async fn revive(
         live,
         memory_mb,
         checkpoint: ours.checkpoint,
+        lang,
     })
 }

@@ -3,8 +3,8 @@
 //! restored as a fork that sees its state (globals, classes, closures,
 //! numpy arrays, a DataFrame, /work) while the original runs on; the fork's
 //! generators are reseeded; a changed, truncated or unknown snapshot is
-//! refused cleanly and the worker keeps serving; node runtimes and guest
-//! code are refused.
+//! refused cleanly and the worker keeps serving; a node runtime whose
+//! ledger cannot be replayed and guest code are refused.
 
 use serde_json::{Value, json};
 
@@ -212,7 +212,15 @@ async fn refusals(server: &Server, snapshot_id: &str) {
     let answer = server.run_on(&forked, "result = x").await;
     assert_eq!(answer.ok()["result"], 41, "{}", answer.body);
 
+    // A node runtime whose turn was stopped by its timeout has a ledger
+    // that cannot be replayed: it says so.
     let node = server.keep_in("node", "globalThis.x = 1; return 1").await;
+    server
+        .call(
+            "code-runner::run",
+            json!({"runtime_id": node, "code": "while (true) {}", "timeout_ms": 300}),
+        )
+        .await;
     let answer = server
         .call("code-runner::snapshot", json!({"runtime_id": node}))
         .await;

@@ -3,12 +3,12 @@
 //! id keeps working (the next answer says `restored: true`), so more
 //! sessions than `max_runtimes` stay reachable; a stored session changed or
 //! filed under another id is refused, each saying why, and the worker
-//! serves on; teardown ends a hibernated session; node stays live.
+//! serves on; teardown ends a hibernated session (node: `node.rs`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::helpers::{EXPIRED, INVALID_REQUEST, Server, wait_until};
 
@@ -108,23 +108,4 @@ async fn idle_sessions_hibernate_and_wake_by_id_past_max_runtimes() {
         .run_on(&ids[2], STATE)
         .await
         .assert_error(EXPIRED, "");
-}
-
-/// A node runtime cannot be snapshotted yet: it stays live past
-/// `hibernate_after_secs`, as before.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_runtime_stays_live() {
-    let server = Server::with_config("python_interpreter: data\nhibernate_after_secs: 1\n").await;
-    let id = server.keep_in("node", "globalThis.k = 5; return 1").await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(!stored(&server.data_dir, &id).exists());
-    let answer = server
-        .call(
-            "code-runner::run",
-            json!({"runtime_id": id, "code": "return k"}),
-        )
-        .await;
-    let body: &Value = answer.ok();
-    assert_eq!(body["result"], 5, "{body}");
-    assert!(body.get("restored").is_none(), "{body}");
 }

@@ -15,6 +15,7 @@ mod collect;
 mod egress;
 mod hibernated;
 mod isolation;
+mod ledger;
 mod measure;
 mod native;
 mod packages;

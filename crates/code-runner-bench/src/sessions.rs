@@ -4,7 +4,7 @@
 //! array. For each: the snapshot's bytes and wall time, the restore's, and
 //! the restored runtime's first turn (medians of up to ten, after one that
 //! also hashes the image once per worker), each against the median kept
-//! turn.
+//! turn. Then node's: a twenty-turn session's ledger and its replay (`ledger.rs`).
 
 use std::io::Write;
 use std::path::Path;
@@ -136,6 +136,7 @@ pub async fn measure(samples: usize, scratch: &Path) -> anyhow::Result<Value> {
             "restore_and_first_over_kept": ratio,
         }));
     }
+    let node = crate::ledger::measure(&worker, samples).await?;
     worker.shutdown().await;
-    Ok(json!({"samples": samples, "sessions": rows}))
+    Ok(json!({"samples": samples, "sessions": rows, "node": node}))
 }

@@ -224,7 +224,7 @@ export function App() {
     }
   };
 
-  /** Forks a kept python runtime: a snapshot of it, restored as a new kept runtime beside it. */
+  /** Forks a kept runtime (python's by memory, node's by its turn ledger): a snapshot of it, restored as a new kept runtime beside it. */
   const fork = async (runtime: Kept) => {
     const taken = await send(SNAPSHOT, { runtime_id: runtime.id });
     if (!taken.ok) return;
@@ -328,11 +328,9 @@ export function App() {
                       >
                         Run here
                       </button>
-                      {runtime.lang === "python" && (
-                        <button type="button" onClick={() => fork(runtime)} title="snapshot this runtime and restore it as a second one: try two continuations">
-                          Fork
-                        </button>
-                      )}
+                      <button type="button" onClick={() => fork(runtime)} title="snapshot this runtime and restore it as a second one: try two continuations">
+                        Fork
+                      </button>
                       <button type="button" onClick={() => tearDown(runtime)}>
                         Tear down
                       </button>

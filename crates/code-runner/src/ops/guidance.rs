@@ -323,14 +323,21 @@ pub fn render(config: &Config, python: &Offer) -> String {
 /// What python sessions can do beyond a kept runtime (the data
 /// interpreter, in-process): outlive idleness and restarts, and fork.
 fn sessions_sentence(config: &Config, python: &Offer) -> String {
-    if !python.data_stack || config.isolation != code_runner_core::Isolation::InProcess {
+    if config.isolation != code_runner_core::Isolation::InProcess {
         return String::new();
     }
-    let fork = "`code-runner::snapshot {\"runtime_id\": ...}` then `code-runner::restore {\"snapshot_id\": ...}` forks a python one (a new runtime_id where it was) to try two continuations";
+    // Python's lean interpreter keeps no snapshots; node's ledger always can.
+    let which = match python.data_stack {
+        true => "a kept runtime",
+        false => "a kept node or TypeScript runtime",
+    };
+    let fork = format!(
+        "`code-runner::snapshot {{\"runtime_id\": ...}}` then `code-runner::restore {{\"snapshot_id\": ...}}` forks {which} (a new runtime_id where it was) to try two continuations"
+    );
     match config.hibernate_after_secs {
         0 => format!(" {fork}."),
         _ => format!(
-            " A python one outlives idleness and worker restarts: idle, it is saved and its runtime_id wakes it as it was (`\"restored\": true`); {fork}."
+            " Such a runtime outlives idleness and worker restarts: idle, it is saved and its runtime_id wakes it as it was (`\"restored\": true`; a node one replays its turns, so not after a turn that timed out); {fork}."
         ),
     }
 }

@@ -134,7 +134,7 @@ impl Ledger {
         if self.bytes > self.options.max_bytes {
             let mib = self.options.max_bytes >> 20;
             self.spoil(format!(
-                "its turn ledger passed max_snapshot_mb ({mib} MiB): the turns, files and answers it would replay are too many"
+                "its turn ledger passed {mib} MiB (max_snapshot_mb, or heap_mb when smaller): the turns, files, answers and clock readings it would replay are too many"
             ));
         }
     }

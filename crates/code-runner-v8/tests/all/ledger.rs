@@ -145,13 +145,16 @@ async fn a_twenty_turn_session_is_replayed_into_a_fresh_isolate() {
     .await;
     assert_eq!(pn, json!(true));
 
-    // A fork: the state before is identical, its random numbers differ after.
-    let (fork, _fork_dir) = restore(sections, true).await.unwrap();
+    // A fork: the state before is identical, its random numbers differ
+    // after; a copy restored without reseeding, at the same point of the
+    // stream, draws the session's.
+    let (fork, _fork_dir) = restore(sections.clone(), true).await.unwrap();
+    let (twin, _twin_dir) = restore(sections, false).await.unwrap();
     assert_eq!(run(&fork, &bindings, "return summary()").await, before);
-    assert_ne!(
-        run(&rt, &bindings, draws).await,
-        run(&fork, &bindings, draws).await
-    );
+    assert_eq!(run(&twin, &bindings, "return summary()").await, before);
+    let twin_draws = run(&twin, &bindings, draws).await;
+    assert_ne!(run(&fork, &bindings, draws).await, twin_draws);
+    twin.close().await;
 
     // The moved runtime records on: its own snapshot replays too.
     let again = moved.snapshot().await.unwrap();

@@ -125,11 +125,16 @@ impl Drop for RunInFlight<'_> {
 }
 
 /// What a stored snapshot is held to when it is read and opened.
-/// What a kept node runtime's turn ledger may hold, from the configuration;
-/// `reseed`: a restored runtime draws fresh random numbers after its replay (a fork).
+/// What a kept node runtime's turn ledger may hold, from the configuration:
+/// `max_snapshot_mb`, and no more than its heap (`heap_mb`), since the
+/// ledger is host memory beside the isolate's own; `reseed`: a restored
+/// runtime draws fresh random numbers after its replay (a fork).
 pub(crate) fn ledger_options(config: &Config, reseed: bool) -> code_runner_core::LedgerOptions {
     code_runner_core::LedgerOptions {
-        max_bytes: config.max_snapshot_mb.saturating_mul(1 << 20),
+        max_bytes: config
+            .max_snapshot_mb
+            .min(config.heap_mb)
+            .saturating_mul(1 << 20),
         max_replay_ms: config.max_replay_ms,
         reseed,
     }

@@ -156,7 +156,7 @@ mod tests {
         assert_eq!(schema["$schema"], "http://json-schema.org/draft-07/schema#");
         assert_eq!(schema["additionalProperties"], false);
         let properties = schema["properties"].as_object().unwrap();
-        assert_eq!(properties.len(), 41);
+        assert_eq!(properties.len(), 42);
         for (key, property) in properties {
             assert!(property.get("type").is_some(), "{key} is untyped");
             assert!(

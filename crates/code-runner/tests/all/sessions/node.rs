@@ -1,11 +1,13 @@
 //! JavaScript sessions that outlive their worker (issue 48), through the
-//! real binary, HTTP, V8 and the MCP tools: a twenty-turn node session
+//! real binary, HTTP and V8: a twenty-turn node session
 //! (closures, classes, Maps, typed arrays, a module imported from
 //! `iii.files`, calls to a published function, timers, clocks, random
 //! numbers) forks with its state and fresh random numbers, and survives a
 //! SIGTERM and a restart under its id; a ledger changed and sealed again
 //! with the worker's own key is refused as diverged; a runtime whose ledger
-//! cannot be replayed says why and stays live instead of hibernating.
+//! cannot be replayed (a timeout, past `max_replay_ms`) says why and stays
+//! live instead of hibernating; a TypeScript session hibernates too. The
+//! MCP SDK's fork is in `clients-py/test_sessions.py`.
 
 use std::time::Duration;
 
@@ -195,6 +197,19 @@ async fn diverged(http: &reqwest::Client, url: &str, data: &std::path::Path, sna
         "{}",
         answer.body
     );
+    // A byte of the ledger changed without the key: refused before anything is parsed.
+    let mut tampered = whole.clone();
+    let at = tampered.len() - 40;
+    tampered[at] ^= 0x01;
+    std::fs::write(data.join("snapshots").join(copy), &tampered).unwrap();
+    let answer = post_json(
+        http,
+        url,
+        "code-runner::restore",
+        &json!({"snapshot_id": copy}),
+    )
+    .await;
+    answer.assert_error("code-runner::invalid_request", "forged");
 }
 
 /// A node session hibernates when idle and wakes by id; one whose ledger
@@ -207,6 +222,12 @@ async fn idle_node_sessions_hibernate_unless_their_ledger_is_spoiled() {
         .keep_in(
             "node",
             "globalThis.k = new Map([['a', Math.random()]]); return 1",
+        )
+        .await;
+    let typed = server
+        .keep_in(
+            "typescript",
+            "const n: number = 40; (globalThis as any).t = { n }; return n",
         )
         .await;
     let spoiled = server.keep_in("node", "globalThis.k = 5; return 1").await;
@@ -235,6 +256,22 @@ async fn idle_node_sessions_hibernate_unless_their_ledger_is_spoiled() {
     assert_eq!(body["result"], json!([1, true]), "{body}");
     assert_eq!(body["restored"], true, "{body}");
 
+    let typed_path = stored(&typed);
+    crate::helpers::wait_until(
+        "the typescript session hibernates",
+        Duration::from_secs(90),
+        || typed_path.exists(),
+    )
+    .await;
+    let answer = server
+        .run_on(
+            &typed,
+            "const m: number = (globalThis as any).t.n; return m + 2",
+        )
+        .await;
+    assert_eq!(answer.ok()["result"], 42, "{}", answer.body);
+    assert_eq!(answer.ok()["restored"], true, "{}", answer.body);
+
     assert!(!stored(&spoiled).exists());
     let answer = server
         .call("code-runner::snapshot", json!({"runtime_id": spoiled}))
@@ -243,4 +280,23 @@ async fn idle_node_sessions_hibernate_unless_their_ledger_is_spoiled() {
     let answer = server.run_on(&spoiled, "return k").await;
     assert_eq!(answer.ok()["result"], 5, "{}", answer.body);
     assert!(answer.ok().get("restored").is_none(), "{}", answer.body);
+}
+
+/// Past `max_replay_ms` (here 1 ms) a node runtime cannot be snapshotted,
+/// and says so; it runs on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_session_past_max_replay_ms_is_not_snapshotted() {
+    let server = Server::with_config("max_replay_ms: 1\n").await;
+    let id = server
+        .keep_in(
+            "node",
+            "let x = 0; for (let i = 0; i < 5e7; i++) x += i; globalThis.x = x; return 1",
+        )
+        .await;
+    let answer = server
+        .call("code-runner::snapshot", json!({"runtime_id": id}))
+        .await;
+    answer.assert_error("code-runner::invalid_request", "max_replay_ms");
+    let answer = server.run_on(&id, "return x > 0").await;
+    assert_eq!(answer.ok()["result"], true, "{}", answer.body);
 }

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::sessions::{median, timed};
+use crate::timing::{median, timed};
 
 use code_runner::{Worker, WorkerOptions};
 use code_runner_core::Config;

@@ -10,7 +10,7 @@ use std::io::Write;
 use code_runner::Worker;
 use serde_json::{Value, json};
 
-use crate::sessions::{median, timed};
+use crate::timing::{median, timed};
 
 /// The published function the session calls: a counter.
 const NEXT: &str = "let n = 0;\nexport function handler(payload) { n += 1; return { n, payload } }";

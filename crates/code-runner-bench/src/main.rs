@@ -26,6 +26,7 @@ mod soak;
 mod stack;
 mod stats;
 mod table;
+mod timing;
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -8,9 +8,10 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::time::Instant;
 
 use code_runner::{Worker, WorkerOptions};
+
+use crate::timing::{median, timed};
 use code_runner_core::Config;
 use serde_json::{Value, json};
 
@@ -26,26 +27,6 @@ const SESSIONS: [(&str, &str); 3] = [
         "import numpy as np\narr = np.random.random((50 << 20) // 8)",
     ),
 ];
-
-/// The median of `values` (0 for none).
-pub(crate) fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(0.0)
-}
-
-/// Calls `id` on `worker`: its answer and the call's wall milliseconds.
-pub(crate) async fn timed(
-    worker: &Worker,
-    id: &str,
-    payload: Value,
-) -> anyhow::Result<(Value, f64)> {
-    let started = Instant::now();
-    let answer = worker
-        .call(id, payload)
-        .await
-        .map_err(|err| anyhow::anyhow!("{id}: {}", err.message))?;
-    Ok((answer, started.elapsed().as_secs_f64() * 1000.0))
-}
 
 /// Measures and prints the figures; answers them as JSON.
 ///

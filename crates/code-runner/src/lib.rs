@@ -40,6 +40,7 @@ mod ids;
 mod ops;
 mod runtimes;
 mod settings;
+mod telemetry;
 mod worker;
 
 pub use bus::CallError;

@@ -161,6 +161,12 @@ impl Worker {
             .map_err(|err| RunnerError::engine(format!("listing functions failed: {err}")).into())
     }
 
+    /// The worker's metrics in the Prometheus text format (what `GET /metrics` serves).
+    pub fn metrics(&self) -> String {
+        let followers = crate::edge::mcp::followers() as u64;
+        self.inner.ops.metrics_text(followers)
+    }
+
     /// Liveness and load, for `/healthz`.
     pub fn health(&self) -> Value {
         let config = self.inner.ops.config();
@@ -318,6 +324,14 @@ impl crate::edge::api::Api for Worker {
 
     fn health(&self) -> Value {
         Worker::health(self)
+    }
+
+    fn metrics(&self) -> String {
+        Worker::metrics(self)
+    }
+
+    fn answered_http(&self, status: u16) {
+        self.inner.ops.metrics.http(status);
     }
 
     fn config(&self) -> Config {

@@ -22,6 +22,8 @@ pub const RESTORE: &str = "code-runner::restore";
 pub const DELETE_SNAPSHOT: &str = "code-runner::delete_snapshot";
 /// `code-runner::read_file`: a linked file's bytes by its uri.
 pub const READ_FILE: &str = "code-runner::read_file";
+/// Per-tenant usage for a period (host only).
+pub const USAGE: &str = "code-runner::usage";
 /// `code-runner::describe`: declarations of what guest code may call (code mode).
 pub const DESCRIBE: &str = "code-runner::describe";
 /// `engine::functions::info`: describe bus functions.

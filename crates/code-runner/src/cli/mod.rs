@@ -52,6 +52,10 @@ enum Command {
         /// With --engine: serve no HTTP API, only the engine.
         #[arg(long, requires = "engine")]
         no_http: bool,
+        /// Also serve `GET /metrics` (Prometheus) alone on this address: for a
+        /// worker with --no-http, whose metrics are otherwise not served.
+        #[arg(long, value_name = "ADDR")]
+        metrics_listen: Option<SocketAddr>,
         /// Let pages of this origin (scheme://host[:port]) call from a browser, with CORS; repeatable.
         /// The server's own origin is always allowed.
         #[arg(long = "allow-origin", value_name = "URL")]
@@ -165,6 +169,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             engine,
             worker_name,
             no_http,
+            metrics_listen,
             allow_origins,
             allow_hosts,
             max_connections,
@@ -180,6 +185,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 allow_hosts,
                 max_connections,
                 ..HttpOptions::default()
+            };
+            let listen = Listen {
+                api: listen,
+                metrics: metrics_listen,
             };
             serve(listen, data_dir, config.as_deref(), iii, http).await
         }
@@ -309,8 +318,14 @@ async fn mcp(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Where `serve` listens: the API (none with --no-http) and, beside it, `/metrics` alone.
+struct Listen {
+    api: Option<SocketAddr>,
+    metrics: Option<SocketAddr>,
+}
+
 async fn serve(
-    listen: Option<SocketAddr>,
+    listen: Listen,
     data_dir: PathBuf,
     seed: Option<&Path>,
     iii: Option<IiiOptions>,
@@ -319,7 +334,21 @@ async fn serve(
     http.validate()
         .map_err(|message| anyhow::anyhow!(message))?;
     let worker = start(&data_dir, seed, iii.as_ref()).await?;
-    match listen {
+    if let Some(addr) = listen.metrics {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr} for the metrics"))?;
+        tracing::info!("metrics on http://{}/metrics", listener.local_addr()?);
+        let (worker, http) = (worker.clone(), http.clone());
+        tokio::spawn(async move {
+            if let Err(err) =
+                crate::edge::http::serve_metrics(listener, worker, http, shutdown_signal()).await
+            {
+                tracing::error!("the metrics listener stopped: {err}");
+            }
+        });
+    }
+    match listen.api {
         Some(listen) => {
             let listener = tokio::net::TcpListener::bind(listen)
                 .await

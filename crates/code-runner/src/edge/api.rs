@@ -45,6 +45,12 @@ pub trait Api: Clone + Send + Sync + 'static {
     /// Liveness and load, for `/healthz`.
     fn health(&self) -> Value;
 
+    /// The worker's metrics in the Prometheus text format, for `GET /metrics`.
+    fn metrics(&self) -> String;
+
+    /// An HTTP request was answered with `status` (counted in the metrics).
+    fn answered_http(&self, status: u16);
+
     /// The configuration in force (caps and timeouts for tool descriptions).
     fn config(&self) -> Config;
 

@@ -40,13 +40,18 @@ pub(crate) fn published_function(
     });
     let weak = Arc::downgrade(ops);
     let function_id = id.as_str().to_string();
+    let tenant = ops.metrics.tenant(&canonical(id.namespace()));
     let handler: Handler = Arc::new(move |payload, caller| {
         let (weak, function_id) = (weak.clone(), function_id.clone());
         Box::pin(async move {
             let ops = weak
                 .upgrade()
                 .ok_or_else(|| RunnerError::engine("the worker is shutting down"))?;
-            invoke(&ops, &function_id, payload, caller).await
+            let started = std::time::Instant::now();
+            let (answer, cpu_ns) = invoke(&ops, &function_id, payload, caller).await;
+            let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+            ops.metrics.invoked(tenant, cpu_ns, wall_ms);
+            answer
         })
     });
     Function::new(description, request_schema, response_schema, handler)
@@ -54,13 +59,34 @@ pub(crate) fn published_function(
         .with_metadata("namespace", json!(canonical(id.namespace())))
 }
 
-/// One call of a published id: a [`Task::Invoke`] turn on its owner.
+/// One call of a published id: a [`Task::Invoke`] turn on its owner; its
+/// answer and the CPU its turn took (for the tenant's usage).
 async fn invoke(
     ops: &Arc<Ops>,
     id: &str,
     payload: Value,
     caller: Caller,
-) -> Result<Value, CallError> {
+) -> (Result<Value, CallError>, u64) {
+    match invoke_turn(ops, id, payload, caller).await {
+        Ok(outcome) => {
+            let cpu_ns = outcome.usage.cpu_ns;
+            let caps = ops.config().output_caps();
+            (
+                settle_invocation(id, outcome, caps).map_err(Into::into),
+                cpu_ns,
+            )
+        }
+        Err(err) => (Err(err), 0),
+    }
+}
+
+/// The [`Task::Invoke`] turn of one call on the id's owner.
+async fn invoke_turn(
+    ops: &Arc<Ops>,
+    id: &str,
+    payload: Value,
+    caller: Caller,
+) -> Result<TurnOutcome, CallError> {
     let gone = || not_found(id);
     let owner = ops.published.owner_of(id).ok_or_else(gone)?;
     let caps = ops.config().output_caps();
@@ -103,7 +129,7 @@ async fn invoke(
             outcome
         }
     };
-    Ok(settle_invocation(id, outcome, caps)?)
+    Ok(outcome)
 }
 
 /// A published function's answer: the handler's value (capped like a

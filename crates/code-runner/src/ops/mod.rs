@@ -25,6 +25,7 @@ pub(crate) mod sessions;
 pub(crate) mod standing;
 pub(crate) mod teardown;
 pub(crate) mod tenancy;
+pub(crate) mod usage;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -70,6 +71,8 @@ pub(crate) struct Ops {
     pub(crate) registrations: registrations::Registrations,
     /// The snapshot keys and store.
     pub(crate) sessions: sessions::Sessions,
+    /// What an operator scrapes (`GET /metrics`).
+    pub(crate) metrics: std::sync::Arc<crate::telemetry::Metrics>,
 }
 
 impl Ops {
@@ -99,7 +102,23 @@ impl Ops {
             registrations,
             sessions,
             links: crate::runtimes::links::Links::default(),
+            metrics: crate::telemetry::Metrics::new(),
         }
+    }
+
+    /// The metrics as `GET /metrics` serves them, the gauges read now;
+    /// `mcp_followers` from the edge, which knows them.
+    pub(crate) fn metrics_text(&self, mcp_followers: u64) -> String {
+        let config = self.config();
+        self.metrics.render(crate::telemetry::State {
+            slots_used: self.registry.used() as u64,
+            slots_max: config.max_runtimes as u64,
+            kept: self.registry.kept_count() as u64,
+            suspended: self.suspensions.count() as u64,
+            mcp_followers,
+            linked_bytes: self.links.held().0 as u64,
+            reloads: self.settings.reloads(),
+        })
     }
 
     /// The configuration calls use now.
@@ -175,6 +194,7 @@ pub(crate) fn functions(ops: &Arc<Ops>) -> Vec<(&'static str, Function)> {
         resume::function(ops),
         install::function(ops),
         read_file::function(ops),
+        usage::function(ops),
     ];
     all.extend(sessions::functions(ops));
     all.extend(configuration::functions(ops));

@@ -68,6 +68,8 @@ pub(crate) struct Settings {
     store: RwLock<Arc<dyn ConfigStore>>,
     /// Serialises reads-then-applies, so two changes cannot apply out of order.
     writer: tokio::sync::Mutex<()>,
+    /// Changes applied since boot (for the metrics).
+    reloads: std::sync::atomic::AtomicU64,
 }
 
 impl Settings {
@@ -82,7 +84,13 @@ impl Settings {
             boot,
             store: RwLock::new(store),
             writer: tokio::sync::Mutex::new(()),
+            reloads: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// How many changes of the configuration were applied since boot.
+    pub fn reloads(&self) -> u64 {
+        self.reloads.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Makes `store` the authority from now on (the iii engine's
@@ -175,6 +183,8 @@ impl Settings {
             (changed, applied)
         });
         if !changed.is_empty() {
+            self.reloads
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::info!(
                 "configuration changed ({}): applies to the next call: [{}]; pending a restart: [{}]",
                 changed.join(", "),

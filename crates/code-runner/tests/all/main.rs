@@ -66,6 +66,8 @@ mod iii;
 mod console;
 // The `pre_generate` guidance hook and how internal functions present.
 mod guidance;
+// The operator's metrics: `/metrics`, promtool, a real Prometheus.
+mod metrics;
 
 // Shared helpers: ids and codes, `Server`, the binary, the engine, languages.
 mod helpers;

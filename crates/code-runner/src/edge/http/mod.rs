@@ -1,6 +1,6 @@
 //! HTTP: `POST /v1/call/{function_id}` (a run as server-sent events with
 //! `Accept: text/event-stream`: `stream`), `GET /v1/functions`, `GET /healthz`,
-//! and MCP at `/mcp` (`crate::edge::mcp`).
+//! `GET /metrics` (Prometheus), and MCP at `/mcp` (`crate::edge::mcp`).
 //!
 //! [`app`] is the routes; [`serve_with`] puts them behind the edge: the
 //! `Host`/`Origin`/`Content-Type` rules (`edge`), bodies read within a
@@ -119,10 +119,51 @@ pub fn app<A: Api>(worker: A) -> Router {
         .route("/v1/call/{function_id}", post(call::<A>))
         .route("/v1/functions", get(functions::<A>))
         .route("/healthz", get(healthz::<A>))
+        .route("/metrics", get(metrics::<A>))
         .nest_service("/mcp", crate::edge::mcp::service(worker.clone()))
         .merge(crate::edge::ui::routes())
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            worker.clone(),
+            count_status::<A>,
+        ))
         .with_state(worker)
+}
+
+/// Counts each answer's status in the metrics.
+async fn count_status<A: Api>(
+    State(worker): State<A>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let response = next.run(request).await;
+    worker.answered_http(response.status().as_u16());
+    response
+}
+
+/// The router `--metrics-listen` serves: `GET /metrics` alone.
+pub fn metrics_app<A: Api>(worker: A) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics::<A>))
+        .with_state(worker)
+}
+
+async fn metrics<A: Api>(State(worker): State<A>) -> Response {
+    // Rendering walks every series: off the async workers.
+    match tokio::task::spawn_blocking(move || worker.metrics()).await {
+        Ok(text) => (
+            [(
+                axum::http::header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(_) => {
+            ApiError(code_runner_core::RunnerError::engine("rendering the metrics failed").into())
+                .into_response()
+        }
+    }
 }
 
 async fn call<A: Api>(
@@ -190,6 +231,24 @@ pub async fn serve_with<A: Api>(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let router = guarded(app(worker), &options)
+        .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
+    server::serve_router(listener, router, &options, shutdown).await;
+    Ok(())
+}
+
+/// Serves [`metrics_app`] alone (`--metrics-listen`, for a worker that
+/// serves no HTTP API) behind the same edge rules as the API, until
+/// `shutdown` resolves.
+///
+/// # Errors
+/// `InvalidInput` for an `--allow-origin` that is not an origin.
+pub async fn serve_metrics<A: Api>(
+    listener: tokio::net::TcpListener,
+    worker: A,
+    options: HttpOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let router = guarded(metrics_app(worker), &options)
         .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
     server::serve_router(listener, router, &options, shutdown).await;
     Ok(())

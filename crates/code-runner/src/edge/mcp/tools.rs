@@ -351,8 +351,8 @@ fn operation_text(name: &str, config: &Config, python: &Offer) -> String {
              its payload checked against the function's schema first. query keeps the functions whose id, \
              name or description holds every word of it: search first on a host with many functions."
             .to_string(),
-        "snapshot" => "Save a kept python runtime's whole state (variables, imports, objects, arrays, DataFrames, /work) between its runs: answers a snapshot_id. Restore it to try two continuations from one point (each restore is a new runtime; the original runs on) or to keep a session past its runtime. Only python runtimes of the data interpreter, with no file left open.".to_string(),
-        "restore" => "Make a new kept python runtime from a snapshot_id (from snapshot): it starts exactly where the snapshotted runtime was, its random generators reseeded. Answers its runtime_id; tear it down when done.".to_string(),
+        "snapshot" => "Save a kept runtime's whole state (variables, imports, objects, arrays, DataFrames, files) between its runs: answers a snapshot_id. Restore it to try two continuations from one point (each restore is a new runtime; the original runs on) or to keep a session past its runtime. Python runtimes of the data interpreter (no file left open), and node/typescript runtimes (replayed from their turns; not after a turn that timed out).".to_string(),
+        "restore" => "Make a new kept runtime from a snapshot_id (from snapshot): it starts exactly where the snapshotted runtime was, its random generators reseeded. Answers its runtime_id; tear it down when done.".to_string(),
         "install" => match config.install_allow.is_empty() {
             true => "Add packages to a kept runtime. Off on this worker: the operator allows no packages (install_allow is empty), so every call is refused.".to_string(),
             false => format!(

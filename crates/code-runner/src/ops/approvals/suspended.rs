@@ -59,6 +59,11 @@ impl Suspensions {
         self.runs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// How many runs are suspended now.
+    pub(crate) fn count(&self) -> usize {
+        self.lock().len()
+    }
+
     /// A function that requires approval was published.
     pub(crate) fn flag(&self) {
         self.flagged.store(true, Ordering::SeqCst);

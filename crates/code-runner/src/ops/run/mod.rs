@@ -54,7 +54,65 @@ pub(crate) fn function(ops: &Arc<Ops>) -> (&'static str, Function) {
 /// belongs to the calling runtime: kept, it is charged to the caller's
 /// lineage and ends with the caller ([`crate::runtimes::lineage`]).
 pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result<Value, CallError> {
-    let request: RunRequest = parse(payload)?;
+    let request: RunRequest = match parse(payload) {
+        Ok(request) => request,
+        Err(err) => {
+            let facts = crate::telemetry::RunFacts {
+                lang: "unknown",
+                flavour: "-",
+                kept: false,
+                tenant: tenant_of(&ops, &caller),
+                wall_ms: 0.0,
+            };
+            ops.metrics.run(facts, Err(err.code.as_str()));
+            return Err(err.into());
+        }
+    };
+    let mut facts = run_facts(&ops, &request, &caller);
+    let started = Instant::now();
+    let answer = run_parsed(&ops, request, caller).await;
+    facts.wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+    ops.metrics
+        .run(facts, answer.as_ref().map_err(|err| err.code.as_str()));
+    answer
+}
+
+/// Who a run's usage is charged to: the namespace whose runtime's code
+/// started it, else the host.
+fn tenant_of(ops: &Ops, caller: &Caller) -> &'static str {
+    match caller.guest.as_ref().and_then(|g| g.namespace.as_deref()) {
+        Some(namespace) => ops.metrics.tenant(namespace),
+        None => crate::telemetry::HOST,
+    }
+}
+
+/// What the metrics count a run by: its language (the kept runtime's for a
+/// `runtime_id`), python's flavour, and whether it is kept.
+fn run_facts(ops: &Ops, request: &RunRequest, caller: &Caller) -> crate::telemetry::RunFacts {
+    let lang = request.lang.or_else(|| {
+        let id = request.runtime_id.as_deref()?;
+        ops.registry.get(id).ok().map(|kept| kept.lang)
+    });
+    let lang = lang.map_or("unknown", |lang| lang.as_str());
+    let flavour = match lang {
+        "python" => ops.engines.python_flavour().unwrap_or("unknown"),
+        _ => "-",
+    };
+    crate::telemetry::RunFacts {
+        lang,
+        flavour,
+        kept: request.keep || request.runtime_id.is_some(),
+        tenant: tenant_of(ops, caller),
+        wall_ms: 0.0,
+    }
+}
+
+async fn run_parsed(
+    ops: &Arc<Ops>,
+    request: RunRequest,
+    caller: Caller,
+) -> Result<Value, CallError> {
+    let ops = ops.clone();
     ops.sessions.refuse_if_draining()?;
     let _in_flight = ops.sessions.track_run();
     if let Some(id) = &request.runtime_id {

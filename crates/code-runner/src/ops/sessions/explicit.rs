@@ -1,6 +1,6 @@
-//! Sessions that outlive one runtime (issue 47): `code-runner::snapshot`
-//! writes a kept python runtime's state (the data interpreter's) to the
-//! snapshot store; `code-runner::restore` makes a new kept runtime from it,
+//! Sessions that outlive one runtime (issues 47, 48): `code-runner::snapshot`
+//! writes a kept runtime's state (python's data interpreter by its memory,
+//! node's and TypeScript's by their turn ledger) to the snapshot store; `code-runner::restore` makes a new kept runtime from it,
 //! while the original runs on: a fork. Both are host authority: guest code
 //! can never call them.
 //!
@@ -9,8 +9,8 @@
 //! `<data-dir>/snapshots` under an `sn_` id, a capability like a
 //! `runtime_id`: unguessable, never logged in full. It loads only into the
 //! image it was taken from. A restore reseeds `random` and numpy's global
-//! generator, as a fresh runtime's first turn does, so a fork's draws differ
-//! from its original's.
+//! generator (node: `Math.random`), as a fresh runtime's first turn does, so
+//! a fork's draws differ from its original's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -87,7 +87,7 @@ pub(crate) fn functions(ops: &Arc<Ops>) -> Vec<(&'static str, Function)> {
         (
             SNAPSHOT,
             Function::new(
-                "Snapshot a kept python runtime (the data interpreter) between its runs: its variables, imported modules, objects, arrays and /work. Answers a snapshot_id; code-runner::restore makes a new runtime from it (a fork: the original runs on).",
+                "Snapshot a kept runtime between its runs: python's (the data interpreter) variables, imported modules, objects, arrays and /work; node's and typescript's by their turn ledger (replayed on restore). Answers a snapshot_id; code-runner::restore makes a new runtime from it (a fork: the original runs on).",
                 code_runner_core::wire::schema_of::<SnapshotRequest>(),
                 code_runner_core::wire::schema_of::<SnapshotResponse>(),
                 handler_as(ops, snapshot),
@@ -96,7 +96,7 @@ pub(crate) fn functions(ops: &Arc<Ops>) -> Vec<(&'static str, Function)> {
         (
             RESTORE,
             Function::new(
-                "Make a new kept python runtime from a snapshot_id: it sees exactly the state its runtime had when the snapshot was taken ('random' and numpy's generator reseeded). Answers its runtime_id.",
+                "Make a new kept runtime from a snapshot_id: it sees exactly the state its runtime had when the snapshot was taken (its random generators reseeded: python's random and numpy, node's Math.random). Answers its runtime_id.",
                 code_runner_core::wire::schema_of::<RestoreRequest>(),
                 code_runner_core::wire::schema_of::<RestoreResponse>(),
                 handler_as(ops, restore),

@@ -1,14 +1,16 @@
-//! Hibernation: a kept python runtime idle past `hibernate_after_secs` is
+//! Hibernation: a kept runtime idle past `hibernate_after_secs` is
 //! written to the snapshot store and closed, freeing its slot; its id keeps
 //! working, and the next call for it wakes it (`restored: true` in that
 //! run's answer). So `max_runtimes` bounds the *active* runtimes, and the
 //! sessions are bounded by the store (`max_sessions`).
 //!
 //! This decides which runtimes sleep and how they come back:
-//! - **who**: a kept python runtime of the data interpreter that a host
-//!   started (not guest code), that started no runtime still alive,
-//!   published nothing, waits on no approval and is between calls; one
-//!   whose hibernation failed (a file open, past `max_snapshot_mb`) stays
+//! - **who**: a kept runtime that can be snapshotted (python's data
+//!   interpreter; node or TypeScript whose turn ledger can be replayed)
+//!   that a host started (not guest code), that started no runtime still
+//!   alive, published nothing, waits on no approval and is between calls;
+//!   one whose hibernation failed (a file open, past `max_snapshot_mb`, a
+//!   ledger that cannot be replayed) stays
 //!   live until its next call, and the idle TTL ends it as before;
 //! - **where**: the store, under the SHA-256 of its id (never the id), its
 //!   state bound to that id (a session's bytes filed under another id are
@@ -109,6 +111,7 @@ async fn hibernate(ops: &Arc<Ops>, id: String, kept: Arc<Kept>, passage: Passage
             kept.close().await;
             retire::retire(ops, kept.key).await;
             tracing::info!(runtime = %redact(&id), bytes, "runtime hibernated");
+            ops.metrics.hibernated();
             drop(kept);
             drop(passage);
             true
@@ -180,6 +183,7 @@ pub(crate) async fn wake(ops: &Arc<Ops>, id: &str) -> Result<bool, RunnerError> 
         tracing::warn!(runtime = %redact(id), "cannot record where a woken session lives: {why}");
     }
     tracing::info!(runtime = %redact(id), "hibernated runtime woken");
+    ops.metrics.woken();
     drop(passage);
     Ok(true)
 }

@@ -432,6 +432,11 @@ impl Engines {
         }
     }
 
+    /// The python interpreter this worker runs (`data`, `lean`), once settled.
+    pub fn python_flavour(&self) -> Option<&'static str> {
+        self.python_interpreter.get().copied()
+    }
+
     /// Each engine's status, for `/healthz`: `ready`, `preparing: …` (what,
     /// and for how long), or `unavailable: …`.
     pub fn health(&self) -> Value {

@@ -209,6 +209,17 @@ impl WorkerProc {
         yaml: &str,
         filter: &str,
     ) -> WorkerProc {
+        WorkerProc::with_args(engine, name, yaml, filter, &[])
+    }
+
+    /// As [`WorkerProc::with_log_filter`], with `extra` arguments to `serve`.
+    pub fn with_args(
+        engine: &EngineProc,
+        name: &str,
+        yaml: &str,
+        filter: &str,
+        extra: &[&str],
+    ) -> WorkerProc {
         let data_dir = tempfile::Builder::new()
             .prefix("code-runner-worker-")
             .tempdir()
@@ -222,6 +233,7 @@ impl WorkerProc {
             .arg("--config")
             .arg(&config)
             .args(["--engine", &engine.url(), "--worker-name", name])
+            .args(extra)
             .env("CODE_RUNNER_LOG", filter)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())

@@ -121,7 +121,7 @@ impl Tally {
     pub fn render(&self) -> String {
         let sums = self.since_start.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = String::new();
-        let families: [(&str, &str, fn(&Totals) -> String); 4] = [
+        let families: [Family; 4] = [
             (
                 "code_runner_usage_calls_total",
                 "Runs and published functions' calls answered, by tenant (a namespace, or host).",
@@ -159,6 +159,9 @@ impl Tally {
         out
     }
 }
+
+/// A usage counter family: its name, its help, its value of a tenant's sums.
+type Family = (&'static str, &'static str, fn(&Totals) -> String);
 
 /// A label value escaped for the text format.
 fn escape(value: &str) -> String {

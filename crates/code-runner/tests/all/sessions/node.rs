@@ -182,15 +182,19 @@ async fn diverged(http: &reqwest::Client, url: &str, data: &std::path::Path, sna
     );
     ledger.1 = serde_json::to_vec(&book).unwrap();
     let changed = code_runner_snapshot::seal(&contents, keys.signing()).unwrap();
-    let copy = "sn_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB";
-    std::fs::write(data.join("snapshots").join(copy), &changed).unwrap();
-    let answer = post_json(
-        http,
-        url,
-        "code-runner::restore",
-        &json!({"snapshot_id": copy}),
-    )
-    .await;
+    // Filed as a snapshot of its own, then restored.
+    let restore_copy = |bytes: Vec<u8>| async move {
+        let copy = "sn_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB";
+        std::fs::write(data.join("snapshots").join(copy), &bytes).unwrap();
+        post_json(
+            http,
+            url,
+            "code-runner::restore",
+            &json!({"snapshot_id": copy}),
+        )
+        .await
+    };
+    let answer = restore_copy(changed).await;
     answer.assert_error("code-runner::invalid_request", "restore_diverged");
     assert!(
         answer.error_message().contains("another argument"),
@@ -201,15 +205,9 @@ async fn diverged(http: &reqwest::Client, url: &str, data: &std::path::Path, sna
     let mut tampered = whole.clone();
     let at = tampered.len() - 40;
     tampered[at] ^= 0x01;
-    std::fs::write(data.join("snapshots").join(copy), &tampered).unwrap();
-    let answer = post_json(
-        http,
-        url,
-        "code-runner::restore",
-        &json!({"snapshot_id": copy}),
-    )
-    .await;
-    answer.assert_error("code-runner::invalid_request", "forged");
+    restore_copy(tampered)
+        .await
+        .assert_error("code-runner::invalid_request", "forged");
 }
 
 /// A node session hibernates when idle and wakes by id; one whose ledger

@@ -92,6 +92,7 @@ pub const HOST_ONLY: &[&str] = &[
     "code-runner::snapshot",
     "code-runner::restore",
     "code-runner::delete_snapshot",
+    "code-runner::usage",
 ];
 
 /// Whether `function_id` is one of [`HOST_ONLY`], in any spelling: the

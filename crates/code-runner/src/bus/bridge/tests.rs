@@ -225,6 +225,7 @@ fn host_only_functions_are_refused_in_every_spelling() {
         " Code-Runner::Resume ",
         "code-runner@box1::resume",
         "code-runner@w_2-x::resume",
+        "code-runner@box1::usage",
     ] {
         assert!(is_host_only(id), "{id}");
         let refusal = check(id, &json!({})).unwrap_err();

@@ -36,6 +36,37 @@ pub(crate) struct EgressState {
     /// The configuration's egress keys the policy was built from, and what
     /// building it gave (an error text when a secret's variable is unset).
     built: Mutex<Option<(Keys, Result<(), String>)>>,
+    /// Requests refused or failed, by reason ([`REFUSAL_REASONS`]), for the metrics.
+    refusals: [std::sync::atomic::AtomicU64; REFUSAL_REASONS.len()],
+}
+
+/// The reasons a request is refused or fails, as the metrics label them.
+pub(crate) const REFUSAL_REASONS: [&str; 9] = [
+    "invalid",
+    "not_allowed",
+    "private_address",
+    "secret",
+    "too_many_redirects",
+    "too_large",
+    "timeout",
+    "too_many",
+    "network",
+];
+
+/// The metrics' label of `kind`.
+fn reason_of(kind: code_runner_egress::Kind) -> usize {
+    use code_runner_egress::Kind::*;
+    match kind {
+        Invalid => 0,
+        NotAllowed => 1,
+        PrivateAddress => 2,
+        Secret => 3,
+        TooManyRedirects => 4,
+        TooLarge => 5,
+        Timeout => 6,
+        TooMany => 7,
+        Network => 8,
+    }
 }
 
 /// The configuration keys the policy is made of.
@@ -81,6 +112,15 @@ pub(crate) fn policy_of(config: &Config) -> Result<Policy, String> {
 }
 
 impl EgressState {
+    /// Requests refused or failed so far, by [`REFUSAL_REASONS`].
+    pub(crate) fn refusals(&self) -> [u64; REFUSAL_REASONS.len()] {
+        std::array::from_fn(|i| self.refusals[i].load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    fn refused_for(&self, reason: usize) {
+        self.refusals[reason].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Brings the policy up to `config`; the error says why requests are
     /// refused (a secret's variable is unset).
     fn refresh(&self, config: &Config) -> Result<(), String> {
@@ -217,6 +257,7 @@ pub(crate) async fn fetch(
         .len();
     let max_held = state.egress.policy().max_in_flight as usize;
     if args.pieces && held >= max_held {
+        state.refused_for(reason_of(code_runner_egress::Kind::TooMany));
         return Err(refused(format!(
             "fetch: {held} response bodies are waiting to be read, the most egress_max_in_flight allows; read them first"
         )));
@@ -233,7 +274,10 @@ pub(crate) async fn fetch(
         response = request => response,
         () = ended(&scope) => return Err(refused("fetch: the run ended before the response came")),
     };
-    let response = response.map_err(|err| refused(err.to_string()))?;
+    let response = response.map_err(|err| {
+        state.refused_for(reason_of(err.kind));
+        refused(err.to_string())
+    })?;
     turn.usage
         .lock()
         .unwrap_or_else(|p| p.into_inner())

@@ -118,6 +118,10 @@ impl Ops {
             mcp_followers,
             linked_bytes: self.links.held().0 as u64,
             reloads: self.settings.reloads(),
+            egress_refusals: egress::REFUSAL_REASONS
+                .into_iter()
+                .zip(self.egress.refusals())
+                .collect(),
         })
     }
 

@@ -44,8 +44,8 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
-/// The worker's state at a scrape: gauges.
-#[derive(Debug, Clone, Copy, Default)]
+/// The worker's state at a scrape: gauges, and counters others keep.
+#[derive(Debug, Clone, Default)]
 pub struct State {
     /// Runtime slots in use (one-shots running and kept runtimes).
     pub slots_used: u64,
@@ -61,6 +61,8 @@ pub struct State {
     pub linked_bytes: u64,
     /// Configuration changes applied since boot.
     pub reloads: u64,
+    /// Guest HTTP requests refused or failed since boot, by reason.
+    pub egress_refusals: Vec<(&'static str, u64)>,
 }
 
 impl Metrics {
@@ -107,6 +109,16 @@ impl Metrics {
         );
         counter(HTTP, None, "HTTP requests answered, by status.");
         counter(RELOADS, None, "Configuration reloads applied.");
+        counter(
+            EGRESS_REFUSALS,
+            None,
+            "HTTP requests of guest code refused or failed, by reason (not_allowed, private_address, secret, too_large, timeout, too_many, network, …).",
+        );
+        counter(
+            runs::FILES_IN_BYTES,
+            Some(Unit::Bytes),
+            "Bytes of files runs were given, by language.",
+        );
         counter(
             HIBERNATED,
             None,
@@ -180,6 +192,13 @@ impl Metrics {
         self.recorder
             .register_counter(&Key::from_name(RELOADS), &META)
             .absolute(state.reloads);
+        for (reason, count) in state.egress_refusals {
+            let key = Key::from_parts(
+                EGRESS_REFUSALS,
+                vec![Label::from_static_parts("reason", reason)],
+            );
+            self.recorder.register_counter(&key, &META).absolute(count);
+        }
         let mut text = self.handle.render();
         text.push_str(&self.tally.render());
         text
@@ -206,6 +225,7 @@ impl Metrics {
 
 const HTTP: &str = "code_runner_http_requests_total";
 const RELOADS: &str = "code_runner_config_reloads_total";
+const EGRESS_REFUSALS: &str = "code_runner_egress_refusals_total";
 const HIBERNATED: &str = "code_runner_sessions_hibernated_total";
 const WOKEN: &str = "code_runner_sessions_woken_total";
 

@@ -12,6 +12,7 @@ pub(super) const SECONDS_CPU: &str = "code_runner_run_cpu_seconds";
 pub(super) const EGRESS_REQUESTS: &str = "code_runner_egress_requests_total";
 pub(super) const EGRESS_BYTES: &str = "code_runner_egress_bytes_total";
 pub(super) const FILES_OUT_BYTES: &str = "code_runner_files_out_bytes_total";
+pub(super) const FILES_IN_BYTES: &str = "code_runner_files_in_bytes_total";
 
 /// What the metrics need to know about a run besides its answer.
 #[derive(Debug, Clone, Copy)]
@@ -26,6 +27,8 @@ pub(crate) struct RunFacts {
     pub tenant: &'static str,
     /// Its wall time as the worker measured it (for answers with no usage).
     pub wall_ms: f64,
+    /// Bytes of the files the request gave it.
+    pub files_in: u64,
 }
 
 /// The short name of an error code (`code-runner::timeout` → `timeout`):
@@ -54,6 +57,13 @@ impl Metrics {
             Label::from_static_parts("outcome", outcome),
         ];
         self.counter(RUNS, labels, 1);
+        if facts.files_in > 0 {
+            self.counter(
+                FILES_IN_BYTES,
+                vec![Label::from_static_parts("lang", lang)],
+                facts.files_in,
+            );
+        }
         let usage = answer.ok().map(|body| &body["usage"]);
         let read = |field: &str| usage.and_then(|u| u[field].as_f64());
         self.tally.add(

@@ -101,6 +101,16 @@ async fn the_counters_move_as_the_workload_says_and_prometheus_scrapes_them() {
     let id = server.keep_in("node", "globalThis.k = 1; return 1").await;
     server.run_on(&id, "return k").await.ok();
 
+    // A run given a 5-byte file that asks for a host no entry allows (refused, caught):
+    // its input bytes and the refusal's reason are counted.
+    let answer = server
+        .run_in_with(
+            "node",
+            "try { await fetch('https://example.com/'); return 'fetched' } catch (e) { return 'refused' }",
+            json!({"files": [{"path": "in.txt", "text": "hello"}]}),
+        )
+        .await;
+    assert_eq!(answer.ok()["result"], "refused", "{}", answer.body);
     // A published function's calls are charged to its namespace.
     server
         .registered(
@@ -116,7 +126,7 @@ async fn the_counters_move_as_the_workload_says_and_prometheus_scrapes_them() {
     let usage = server.call("code-runner::usage", json!({})).await;
     let tenants = usage.ok()["tenants"].clone();
     assert_eq!(tenants["bill::"]["calls"], 3, "{tenants}");
-    assert_eq!(tenants["host"]["calls"], 9, "{tenants}");
+    assert_eq!(tenants["host"]["calls"], 10, "{tenants}");
     assert!(tenants["host"]["cpu_ms"].as_f64() > Some(0.0), "{tenants}");
     // Not guest code's to read.
     let refused = server
@@ -138,7 +148,17 @@ async fn the_counters_move_as_the_workload_says_and_prometheus_scrapes_them() {
         Some(&3.0),
         "{text}"
     );
-    assert_eq!(found.get(&runs("success", false)), Some(&3.0), "{text}");
+    assert_eq!(found.get(&runs("success", false)), Some(&4.0), "{text}");
+    assert_eq!(
+        found.get("code_runner_files_in_bytes_total{lang=\"node\"}"),
+        Some(&5.0),
+        "{text}"
+    );
+    assert_eq!(
+        found.get("code_runner_egress_refusals_total{reason=\"not_allowed\"}"),
+        Some(&1.0),
+        "{text}"
+    );
     assert_eq!(
         found.get(&runs("script_error", false)),
         Some(&2.0),
@@ -153,7 +173,7 @@ async fn the_counters_move_as_the_workload_says_and_prometheus_scrapes_them() {
     );
     assert_eq!(
         found.get("code_runner_run_seconds_count{lang=\"node\"}"),
-        Some(&8.0),
+        Some(&9.0),
         "{text}"
     );
     assert_eq!(found.get("code_runner_kept_runtimes"), Some(&1.0), "{text}");
@@ -246,7 +266,7 @@ async fn scraped_by_prometheus(server: &Server) {
     let result = &answered["data"]["result"][0];
     assert_eq!(result["metric"]["lang"], "node", "{answered}");
     assert_eq!(result["metric"]["job"], "code-runner", "{answered}");
-    assert_eq!(result["value"][1], "3", "{answered}");
+    assert_eq!(result["value"][1], "4", "{answered}");
 }
 
 /// A worker with `--no-http` serves `/metrics` alone on `--metrics-listen`.

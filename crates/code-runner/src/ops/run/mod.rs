@@ -63,6 +63,7 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
                 kept: false,
                 tenant: tenant_of(&ops, &caller),
                 wall_ms: 0.0,
+                files_in: 0,
             };
             ops.metrics.run(facts, Err(err.code.as_str()));
             return Err(err.into());
@@ -104,6 +105,15 @@ fn run_facts(ops: &Ops, request: &RunRequest, caller: &Caller) -> crate::telemet
         kept: request.keep || request.runtime_id.is_some(),
         tenant: tenant_of(ops, caller),
         wall_ms: 0.0,
+        files_in: request
+            .files
+            .iter()
+            .map(|f| match (&f.text, &f.base64) {
+                (Some(text), _) => text.len() as u64,
+                (None, Some(b64)) => b64.len() as u64 / 4 * 3,
+                (None, None) => 0,
+            })
+            .sum(),
     }
 }
 

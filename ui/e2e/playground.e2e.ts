@@ -267,6 +267,31 @@ describe("the playground on a real code-runner serve", () => {
     }
   });
 
+  /// A kept node runtime forks too: its snapshot is its turn ledger, replayed into the fork,
+  /// which starts where the first was and goes its own way.
+  it("forks a kept node runtime into a second one", async () => {
+    await page.getByRole("radio", { name: /^node/ }).click();
+    await writeCode("globalThis.branch = ['trunk'];\nreturn branch.join(' ');");
+    await page.getByRole("button", { name: "Run & keep" }).click();
+    expect((await (await newestAnswer()).locator(".cr-value").innerText()).trim()).toBe("trunk");
+    await page.getByRole("button", { name: "Fork" }).click();
+    const restored = await newestAnswer();
+    await expect.poll(() => restored.locator(".cr-verdict").innerText(), { timeout: ANSWER_MS }).toBe("restored");
+    expect(await page.locator(".pg-kept-row").count()).toBe(2);
+    await writeCode("branch.push('fork');\nreturn branch.join(' ');");
+    await page.getByRole("button", { name: "Run here" }).first().click();
+    expect((await (await newestAnswer()).locator(".cr-value").innerText()).trim()).toBe("trunk fork");
+    await writeCode("return branch.join(' ');");
+    await page.getByRole("button", { name: "Run here" }).nth(1).click();
+    expect((await (await newestAnswer()).locator(".cr-value").innerText()).trim()).toBe("trunk");
+    await assertNoFullIdInPage();
+    for (const left of [1, 0]) {
+      await page.getByRole("button", { name: "Tear down", exact: true }).first().click();
+      await expect.poll(() => page.locator(".pg-kept-row").count(), { timeout: ANSWER_MS }).toBe(left);
+    }
+    await page.getByRole("radio", { name: /^python/ }).click();
+  });
+
   /// runtime_id is a capability: the kept run shows a truncated chip, the page never holds the full id,
   /// and only an explicit click hands it over.
   it("keeps a runtime behind a truncated chip, reuses it and tears it down", async () => {

@@ -31,6 +31,13 @@ pub(crate) struct RunFacts {
     pub files_in: u64,
 }
 
+impl RunFacts {
+    /// Its language, if it was known.
+    pub(crate) fn lang_known(&self) -> Option<&'static str> {
+        (self.lang != "unknown").then_some(self.lang)
+    }
+}
+
 /// The short name of an error code (`code-runner::timeout` → `timeout`):
 /// the outcome label. Codes outside the contract's are `other`, so the
 /// label set stays bounded.

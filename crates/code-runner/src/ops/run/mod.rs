@@ -16,8 +16,8 @@ mod settle;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use code_runner_core::RunnerError;
 use code_runner_core::wire::{RunRequest, RunResponse, schema_of};
+use code_runner_core::{Lang, RunnerError};
 use serde_json::Value;
 
 use crate::bus::names::RUN;
@@ -70,9 +70,15 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
         }
     };
     let mut facts = run_facts(&ops, &request, &caller);
+    let id = request.runtime_id.clone();
     let started = Instant::now();
     let answer = run_parsed(&ops, request, caller).await;
     facts.wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if let (None, Some(id)) = (facts.lang_known(), id) {
+        // A hibernated session is only in the registry once the run woke it.
+        let lang = ops.registry.get(&id).ok().map(|kept| kept.lang);
+        (facts.lang, facts.flavour) = lang_labels(&ops, lang);
+    }
     ops.metrics
         .run(facts, answer.as_ref().map_err(|err| err.code.as_str()));
     answer
@@ -87,6 +93,15 @@ fn tenant_of(ops: &Ops, caller: &Caller) -> &'static str {
     }
 }
 
+/// The language and flavour labels of `lang` (`unknown` when not known).
+fn lang_labels(ops: &Ops, lang: Option<Lang>) -> (&'static str, &'static str) {
+    match lang {
+        Some(Lang::Python) => ("python", ops.engines.python_flavour().unwrap_or("unknown")),
+        Some(lang) => (lang.as_str(), "-"),
+        None => ("unknown", "-"),
+    }
+}
+
 /// What the metrics count a run by: its language (the kept runtime's for a
 /// `runtime_id`), python's flavour, and whether it is kept.
 fn run_facts(ops: &Ops, request: &RunRequest, caller: &Caller) -> crate::telemetry::RunFacts {
@@ -94,11 +109,7 @@ fn run_facts(ops: &Ops, request: &RunRequest, caller: &Caller) -> crate::telemet
         let id = request.runtime_id.as_deref()?;
         ops.registry.get(id).ok().map(|kept| kept.lang)
     });
-    let lang = lang.map_or("unknown", |lang| lang.as_str());
-    let flavour = match lang {
-        "python" => ops.engines.python_flavour().unwrap_or("unknown"),
-        _ => "-",
-    };
+    let (lang, flavour) = lang_labels(ops, lang);
     crate::telemetry::RunFacts {
         lang,
         flavour,

@@ -236,41 +236,17 @@ async fn idle_node_sessions_hibernate_unless_their_ledger_is_spoiled() {
         )
         .await;
     timed_out.assert_error("code-runner::timeout", "");
-    let stored = |id: &str| {
-        server
-            .data_dir
-            .join("sessions")
-            .join(code_runner_snapshot::session_name(id))
-    };
-    let path = stored(&id);
-    crate::helpers::wait_until(
-        "the node session hibernates",
-        Duration::from_secs(90),
-        || path.exists(),
-    )
-    .await;
-    let answer = server.run_on(&id, "return [k.size, k.get('a') < 1]").await;
-    let body = answer.ok();
+    let body = woken(&server, &id, "return [k.size, k.get('a') < 1]").await;
     assert_eq!(body["result"], json!([1, true]), "{body}");
-    assert_eq!(body["restored"], true, "{body}");
-
-    let typed_path = stored(&typed);
-    crate::helpers::wait_until(
-        "the typescript session hibernates",
-        Duration::from_secs(90),
-        || typed_path.exists(),
+    let body = woken(
+        &server,
+        &typed,
+        "const m: number = (globalThis as any).t.n; return m + 2",
     )
     .await;
-    let answer = server
-        .run_on(
-            &typed,
-            "const m: number = (globalThis as any).t.n; return m + 2",
-        )
-        .await;
-    assert_eq!(answer.ok()["result"], 42, "{}", answer.body);
-    assert_eq!(answer.ok()["restored"], true, "{}", answer.body);
+    assert_eq!(body["result"], 42, "{body}");
 
-    assert!(!stored(&spoiled).exists());
+    assert!(!super::hibernate::stored(&server.data_dir, &spoiled).exists());
     let answer = server
         .call("code-runner::snapshot", json!({"runtime_id": spoiled}))
         .await;
@@ -278,6 +254,29 @@ async fn idle_node_sessions_hibernate_unless_their_ledger_is_spoiled() {
     let answer = server.run_on(&spoiled, "return k").await;
     assert_eq!(answer.ok()["result"], 5, "{}", answer.body);
     assert!(answer.ok().get("restored").is_none(), "{}", answer.body);
+
+    // The metrics count both wakes, and the woken sessions' runs by their language.
+    let text = crate::helpers::client()
+        .get(format!("{}/metrics", server.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("code_runner_sessions_woken_total 2\n"),
+        "{text}"
+    );
+    assert!(!text.contains("lang=\"unknown\""), "{text}");
+}
+
+/// Waits until `id` hibernates, then runs `code` on it: the answer, which says it was woken.
+async fn woken(server: &Server, id: &str, code: &str) -> Value {
+    super::hibernate::asleep(&server.data_dir, id).await;
+    let body = server.run_on(id, code).await.ok().clone();
+    assert_eq!(body["restored"], true, "{body}");
+    body
 }
 
 /// Past `max_replay_ms` (here 1 ms) a node runtime cannot be snapshotted,

@@ -243,10 +243,11 @@ describe("the playground on a real code-runner serve", () => {
     await page.getByLabel("collect (globs, comma-separated)").fill("");
   });
 
-  /// A kept python runtime forks: a snapshot (its id masked), restored as a second kept runtime
-  /// that starts where the first was and goes its own way.
-  it("forks a kept python runtime into a second one", async () => {
-    await writeCode("branch = 'trunk'\nresult = branch");
+  /// Keeps a runtime made by `setup` (whose value is "trunk"), forks it with the Fork button (the
+  /// snapshot's id masked), runs `grow` on the fork (then "trunk fork") and `read` on the first
+  /// (still "trunk"), then tears both down.
+  const forkTwoWays = async (setup: string, grow: string, read: string) => {
+    await writeCode(setup);
     await page.getByRole("button", { name: "Run & keep" }).click();
     expect((await (await newestAnswer()).locator(".cr-value").innerText()).trim()).toBe("trunk");
     await page.getByRole("button", { name: "Fork" }).click();
@@ -254,10 +255,10 @@ describe("the playground on a real code-runner serve", () => {
     await expect.poll(() => restored.locator(".cr-verdict").innerText(), { timeout: ANSWER_MS }).toBe("restored");
     expect(await restored.locator(".cr-snapshot-id").innerText()).toMatch(/^sn_[A-Za-z0-9]{4}…$/);
     expect(await page.locator(".pg-kept-row").count()).toBe(2);
-    await writeCode("branch += ' fork'\nresult = branch");
+    await writeCode(grow);
     await page.getByRole("button", { name: "Run here" }).first().click();
     expect((await (await newestAnswer()).locator(".cr-value").innerText()).trim()).toBe("trunk fork");
-    await writeCode("result = branch");
+    await writeCode(read);
     await page.getByRole("button", { name: "Run here" }).nth(1).click();
     expect((await (await newestAnswer()).locator(".cr-value").innerText()).trim()).toBe("trunk");
     await assertNoFullIdInPage();
@@ -265,30 +266,22 @@ describe("the playground on a real code-runner serve", () => {
       await page.getByRole("button", { name: "Tear down", exact: true }).first().click();
       await expect.poll(() => page.locator(".pg-kept-row").count(), { timeout: ANSWER_MS }).toBe(left);
     }
+  };
+
+  /// A kept python runtime forks: a snapshot, restored as a second kept runtime
+  /// that starts where the first was and goes its own way.
+  it("forks a kept python runtime into a second one", async () => {
+    await forkTwoWays("branch = 'trunk'\nresult = branch", "branch += ' fork'\nresult = branch", "result = branch");
   });
 
-  /// A kept node runtime forks too: its snapshot is its turn ledger, replayed into the fork,
-  /// which starts where the first was and goes its own way.
+  /// A kept node runtime forks too: its snapshot is its turn ledger, replayed into the fork.
   it("forks a kept node runtime into a second one", async () => {
     await page.getByRole("radio", { name: /^node/ }).click();
-    await writeCode("globalThis.branch = ['trunk'];\nreturn branch.join(' ');");
-    await page.getByRole("button", { name: "Run & keep" }).click();
-    expect((await (await newestAnswer()).locator(".cr-value").innerText()).trim()).toBe("trunk");
-    await page.getByRole("button", { name: "Fork" }).click();
-    const restored = await newestAnswer();
-    await expect.poll(() => restored.locator(".cr-verdict").innerText(), { timeout: ANSWER_MS }).toBe("restored");
-    expect(await page.locator(".pg-kept-row").count()).toBe(2);
-    await writeCode("branch.push('fork');\nreturn branch.join(' ');");
-    await page.getByRole("button", { name: "Run here" }).first().click();
-    expect((await (await newestAnswer()).locator(".cr-value").innerText()).trim()).toBe("trunk fork");
-    await writeCode("return branch.join(' ');");
-    await page.getByRole("button", { name: "Run here" }).nth(1).click();
-    expect((await (await newestAnswer()).locator(".cr-value").innerText()).trim()).toBe("trunk");
-    await assertNoFullIdInPage();
-    for (const left of [1, 0]) {
-      await page.getByRole("button", { name: "Tear down", exact: true }).first().click();
-      await expect.poll(() => page.locator(".pg-kept-row").count(), { timeout: ANSWER_MS }).toBe(left);
-    }
+    await forkTwoWays(
+      "globalThis.branch = ['trunk'];\nreturn branch.join(' ');",
+      "branch.push('fork');\nreturn branch.join(' ');",
+      "return branch.join(' ');",
+    );
     await page.getByRole("radio", { name: /^python/ }).click();
   });
 

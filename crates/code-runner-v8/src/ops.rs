@@ -185,33 +185,32 @@ fn op_cr_call<'s>(
              (at most {MAX_ARGUMENT_BYTES_IN_FLIGHT} bytes and {MAX_ARGUMENT_VALUES_IN_FLIGHT} values per runtime); await some first"
         )));
     }
-    if io.turn(marker).is_none() {
-        return Err(JsErrorBox::type_error(format!(
-            "{ns}.{member}: no turn is running to make the call"
-        )));
-    }
-    if let Some(ledger) = io.ledger.as_mut() {
-        let checked = ledger.call(&format!("{ns}.{member}"), &args);
-        if ledger.is_replaying() {
-            // The answer comes from the ledger (`op_cr_wait`); nothing runs on the host.
-            checked.map_err(|why| JsErrorBox::type_error(format!("restore_diverged: {why}")))?;
-            let (_, answer) = tokio::sync::oneshot::channel();
-            return Ok(io.add_call(PendingCall { answer, weight }));
-        }
-    }
     let Some(turn) = io.turn(marker) else {
         return Err(JsErrorBox::type_error(format!(
             "{ns}.{member}: no turn is running to make the call"
         )));
     };
-    let Some(function) = turn.bindings.lookup(&ns, &member).cloned() else {
+    let function = turn.bindings.lookup(&ns, &member).cloned();
+    let call = BindingCall {
+        deadline: turn.bindings.clock().deadline(turn.deadline),
+    };
+    if let Some(ledger) = io.ledger.as_mut().filter(|ledger| ledger.is_replaying()) {
+        // The answer comes from the ledger (`op_cr_wait`); nothing runs on the host.
+        ledger
+            .call(&format!("{ns}.{member}"), &args)
+            .map_err(|why| JsErrorBox::type_error(format!("restore_diverged: {why}")))?;
+        let (_, answer) = tokio::sync::oneshot::channel();
+        return Ok(io.add_call(PendingCall { answer, weight }));
+    }
+    let Some(function) = function else {
         return Err(JsErrorBox::type_error(format!(
             "{ns} has no function {member:?} in this turn"
         )));
     };
-    let call = BindingCall {
-        deadline: turn.bindings.clock().deadline(turn.deadline),
-    };
+    if let Some(ledger) = io.ledger.as_mut() {
+        // Recording: noted, for a replay to check against.
+        let _ = ledger.call(&format!("{ns}.{member}"), &args);
+    }
     let (answer_tx, answer_rx) = tokio::sync::oneshot::channel();
     let future = function(args, call);
     let task = io.host.spawn(async move {

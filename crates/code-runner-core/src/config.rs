@@ -274,6 +274,11 @@ pub struct Config {
     /// becomes the value only in header values of requests to the listed hosts, over https
     /// (plain http only for an entry spelled `http://host`; in URLs too with `in_url`). Applies to the next call.
     pub egress_secrets: std::collections::BTreeMap<String, EgressSecret>,
+    /// Where to send traces, OpenTelemetry's OTLP over HTTP with protobuf
+    /// bodies: a collector's base URL (`http://collector:4318`; spans go to
+    /// its `/v1/traces`) or the full traces URL. Default none: spans reach
+    /// only an iii engine the worker is connected to. Applies at the next start.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// One `egress_secrets` entry.
@@ -393,6 +398,7 @@ impl Default for Config {
             egress_timeout_ms: DEFAULT_EGRESS_TIMEOUT_MS,
             egress_max_in_flight: DEFAULT_EGRESS_MAX_IN_FLIGHT,
             egress_secrets: Default::default(),
+            otlp_endpoint: None,
         }
     }
 }
@@ -412,6 +418,25 @@ fn check_snapshot_store(store: &str) -> Result<(), RunnerError> {
         true => Ok(()),
         false => Err(RunnerError::invalid(format!(
             "config key snapshot_store ({store}) must be empty (the data directory), an absolute path, file:///path or s3://bucket/prefix"
+        ))),
+    }
+}
+
+/// `otlp_endpoint` is an `http://` or `https://` URL with a host.
+fn check_otlp_endpoint(endpoint: &str) -> Result<(), RunnerError> {
+    let rest = endpoint
+        .strip_prefix("http://")
+        .or_else(|| endpoint.strip_prefix("https://"));
+    match rest {
+        Some(rest)
+            if !rest.is_empty()
+                && !rest.starts_with('/')
+                && !rest.contains(char::is_whitespace) =>
+        {
+            Ok(())
+        }
+        _ => Err(RunnerError::invalid(format!(
+            "config key otlp_endpoint ({endpoint}) must be an http:// or https:// URL of an OTLP/HTTP collector, such as http://collector:4318"
         ))),
     }
 }
@@ -479,6 +504,9 @@ impl Config {
             ));
         }
         check_snapshot_store(&self.snapshot_store)?;
+        if let Some(endpoint) = &self.otlp_endpoint {
+            check_otlp_endpoint(endpoint)?;
+        }
         if let Some(file) = &self.snapshot_keys_file
             && !file.starts_with('/')
         {

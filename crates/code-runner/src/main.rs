@@ -13,6 +13,12 @@ fn main() -> ExitCode {
     {
         return code_runner::cli::sandbox::main();
     }
+    // The iii SDK records each engine invocation's payload and answer (the
+    // code, its output) on its spans unless told not to; a span of this
+    // worker never carries either (docs/operating.md).
+    // SAFETY: no other thread runs yet, so nothing reads the environment
+    // while it changes.
+    unsafe { std::env::set_var("III_DISABLE_TRACE_PAYLOADS", "1") };
     let cli = code_runner::cli::Cli::parse();
     code_runner::logging::init();
     // The blocking pool's size is chosen, not tokio's 512: what runs there

@@ -87,6 +87,14 @@ impl Worker {
         let watched = file.path().to_path_buf();
         let settings = Arc::new(Settings::new(config, Arc::new(file)));
         let ops = Arc::new(Ops::new(settings.clone(), engines, runtimes_dir));
+        let sinks = crate::telemetry::Sinks {
+            otlp: settings.in_force().otlp_endpoint,
+            engine: None,
+        };
+        ops.bus
+            .traces()
+            .export(sinks, &service_instance())
+            .map_err(RunnerError::invalid)?;
         for (id, function) in crate::ops::functions(&ops)
             .into_iter()
             .chain([ui::function()])
@@ -117,6 +125,20 @@ impl Worker {
             return Err(RunnerError::invalid(
                 "this worker is already connected to an engine",
             ));
+        }
+        // Spans go to the engine's trace pipeline too, beside its own.
+        let sinks = crate::telemetry::Sinks {
+            otlp: None,
+            engine: Some(options.url.clone()),
+        };
+        if let Err(err) = self
+            .inner
+            .ops
+            .bus
+            .traces()
+            .export(sinks, &service_instance())
+        {
+            tracing::warn!("spans will not reach the engine: {err}");
         }
         let link = IiiLink::connect(&self.inner.ops, options);
         self.inner
@@ -207,7 +229,15 @@ impl Worker {
         }
         self.inner.ops.engines.drain().await;
         crate::ops::retire::shutdown(&self.inner.ops).await;
+        // The last spans, sent before the process ends.
+        let ops = self.inner.ops.clone();
+        let _ = tokio::task::spawn_blocking(move || ops.bus.traces().flush()).await;
     }
+}
+
+/// This process, as its spans name it (`service.instance.id`).
+fn service_instance() -> String {
+    format!("code-runner-{}", std::process::id())
 }
 
 /// Hibernates and reaps idle kept runtimes until the worker is dropped.
@@ -274,24 +304,15 @@ impl crate::edge::api::Api for Worker {
         Worker::call(self, function_id, payload)
     }
 
-    fn call_live(
+    fn call_as(
         &self,
         function_id: &str,
         payload: Value,
-        cancel: code_runner_core::AbortSignal,
-        live: Option<code_runner_core::LiveOutput>,
+        caller: crate::bus::Caller,
     ) -> impl std::future::Future<Output = Result<Value, CallError>> + Send {
         let ops = self.inner.ops.clone();
         let id = function_id.to_string();
-        async move {
-            ops.bus
-                .call_as(
-                    &id,
-                    payload,
-                    crate::bus::Caller::host_streaming(cancel, live),
-                )
-                .await
-        }
+        async move { ops.bus.call_as(&id, payload, caller).await }
     }
 
     fn functions(

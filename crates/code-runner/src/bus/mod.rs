@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::ids::RuntimeKey;
+use crate::telemetry::{CallKind, TraceParent, Traces};
 
 /// The error code of a call to an id nothing is registered under.
 pub const FUNCTION_NOT_FOUND: &str = "function_not_found";
@@ -90,6 +91,9 @@ pub struct Caller {
     /// A host caller that streams: a run it starts hands its output here
     /// while the guest writes it.
     pub(crate) live: Option<LiveOutput>,
+    /// The trace the call continues: the host caller's (a `traceparent`
+    /// header, MCP's `_meta`, the engine's invocation) or the calling turn's.
+    pub(crate) trace: TraceParent,
 }
 
 /// The guest side of a [`Caller`].
@@ -122,7 +126,15 @@ impl Caller {
             guest: None,
             cancel: Some(cancel),
             live,
+            trace: TraceParent::default(),
         }
+    }
+
+    /// The same caller, continuing the trace `parent`.
+    #[must_use]
+    pub fn continuing(mut self, parent: TraceParent) -> Caller {
+        self.trace = parent;
+        self
     }
 
     /// The time left before the calling guest's deadline (`None` for the host).
@@ -237,6 +249,8 @@ pub struct Bus {
     changes: tokio::sync::watch::Sender<u64>,
     /// The last listing built, reused until the next change.
     listing: Mutex<Option<Arc<Listing>>>,
+    /// Each call's span.
+    traces: Traces,
 }
 
 impl Default for Bus {
@@ -245,6 +259,7 @@ impl Default for Bus {
             functions: RwLock::default(),
             changes: tokio::sync::watch::Sender::new(0),
             listing: Mutex::default(),
+            traces: Traces::default(),
         }
     }
 }
@@ -342,7 +357,8 @@ impl Bus {
         self.call_as(id, payload, Caller::host()).await
     }
 
-    /// Calls `id` with `payload` on behalf of `caller`.
+    /// Calls `id` with `payload` on behalf of `caller`, in a span of its
+    /// own within the caller's trace.
     ///
     /// # Errors
     /// `function_not_found` for an unknown id, else the handler's error.
@@ -350,14 +366,27 @@ impl Bus {
         &self,
         id: &str,
         payload: Value,
-        caller: Caller,
+        mut caller: Caller,
     ) -> Result<Value, CallError> {
         let handler = self
             .read()
             .get(id)
             .map(|entry| entry.handler.clone())
             .ok_or_else(|| not_found(id))?;
-        handler(payload, caller).await
+        let kind = match caller.guest {
+            Some(_) => CallKind::Guest,
+            None => CallKind::Host,
+        };
+        let span = self.traces.start(id, kind, &caller.trace);
+        caller.trace = span.parent();
+        let answer = handler(payload, caller).await;
+        span.end(answer.as_ref().err().map(|err| err.code.as_str()));
+        answer
+    }
+
+    /// The calls' tracer (what the composition root gives its sinks).
+    pub fn traces(&self) -> &Traces {
+        &self.traces
     }
 
     /// Whether `id` is registered.

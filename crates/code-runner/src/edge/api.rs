@@ -4,11 +4,11 @@
 
 use std::future::Future;
 
+use code_runner_core::Config;
 use code_runner_core::wire::FunctionsInfoResponse;
-use code_runner_core::{AbortSignal, Config, LiveOutput};
 use serde_json::Value;
 
-use crate::bus::{CallError, Listing};
+use crate::bus::{CallError, Caller, Listing};
 use crate::ids::RuntimeKey;
 
 /// The worker's facade.
@@ -20,15 +20,16 @@ pub trait Api: Clone + Send + Sync + 'static {
         payload: Value,
     ) -> impl Future<Output = Result<Value, CallError>> + Send;
 
-    /// [`Api::call`], taken back when `cancel` fires (a run the call started
-    /// is aborted and answers as an aborted run does), and handing a run's
-    /// output to `live` while the guest writes it, if given.
-    fn call_live(
+    /// [`Api::call`] as `caller`, a host caller the edge made: one that
+    /// takes the call back when its `cancel` fires (a run the call started
+    /// is aborted and answers as an aborted run does), that is handed a
+    /// run's output while the guest writes it, and that continues the
+    /// caller's trace ([`Caller::host_streaming`], [`Caller::continuing`]).
+    fn call_as(
         &self,
         function_id: &str,
         payload: Value,
-        cancel: AbortSignal,
-        live: Option<LiveOutput>,
+        caller: Caller,
     ) -> impl Future<Output = Result<Value, CallError>> + Send;
 
     /// Describes every function this worker's bus holds.

@@ -18,6 +18,7 @@ use crate::bus::{CallError, Caller, Function, Handler, not_found};
 use crate::ops::Ops;
 use crate::ops::guest::{self, GuestContext};
 use crate::ops::namespaces::{NamespaceRuntime, TurnParams};
+use crate::telemetry::invocation_attributes;
 
 /// Longest exception text an error carries: the exception line, after as much of the traceback as fits.
 pub const MAX_ERROR_TEXT_BYTES: usize = 4096;
@@ -48,8 +49,15 @@ pub(crate) fn published_function(
                 .upgrade()
                 .ok_or_else(|| RunnerError::engine("the worker is shutting down"))?;
             let started = std::time::Instant::now();
+            let trace = caller.trace.clone();
             let (answer, cpu_ns) = invoke(&ops, &function_id, payload, caller).await;
             let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+            trace.record(invocation_attributes(
+                lang.as_str(),
+                tenant,
+                cpu_ns,
+                wall_ms,
+            ));
             ops.metrics.invoked(tenant, cpu_ns, wall_ms);
             answer
         })
@@ -113,7 +121,8 @@ async fn invoke_turn(
             let runtime = ops.lineage.runtime(key).ok_or_else(gone)?;
             let _place = ops.lineage.wait_for(key)?.ok_or_else(gone)?;
             let _busy = ops.registry.enter_by_key(key);
-            let context = GuestContext::of(ops, key, runtime.lang(), None);
+            let context =
+                GuestContext::of(ops, key, runtime.lang(), None).traced(caller.trace.clone());
             // One turn: its signal (fired when it answers) is its scope.
             let bindings = guest::bindings(Arc::downgrade(ops), context);
             let spec = code_runner_core::TurnSpec {
@@ -232,7 +241,8 @@ pub(crate) fn turn_params(
         runtime.key,
         runtime.lang,
         Some(runtime.namespace.clone()),
-    );
+    )
+    .traced(caller.trace.clone());
     let config = ops.config();
     Ok(TurnParams {
         timeout: budget(&config, caller)?,

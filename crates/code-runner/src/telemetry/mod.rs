@@ -1,5 +1,6 @@
-//! What an operator sees of the worker beside its log: Prometheus metrics
-//! and per-tenant usage (issue 49; `usage.rs` decides who a tenant is). This module decides which facts are metrics and under which
+//! What an operator sees of the worker beside its log: Prometheus metrics,
+//! per-tenant usage (issue 49; `usage.rs` decides who a tenant is) and
+//! traces (`traces.rs`: spans of calls, where they go). This module decides which facts are metrics and under which
 //! names and labels. Labels stay low in cardinality: a language, a flavour,
 //! an outcome (success, script_error, or an error code's short name), a
 //! kept/one-shot flag, an HTTP status; never a runtime id, a function id
@@ -12,6 +13,7 @@
 //! `GET /metrics` serves.
 
 mod runs;
+mod traces;
 mod usage;
 
 use std::sync::Arc;
@@ -19,7 +21,8 @@ use std::sync::Arc;
 use metrics::{Key, Label, Level, Metadata, Recorder, SharedString, Unit};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 
-pub(crate) use runs::RunFacts;
+pub(crate) use runs::{RunFacts, invocation_attributes, run_attributes};
+pub use traces::{CallKind, Sinks, TraceParent, Traces};
 pub use usage::{HOST, Tally, Totals};
 
 /// Where our metrics say they come from (the exporter ignores it).

@@ -1,7 +1,9 @@
 //! A run's answer as metrics: counted by language, flavour, kept or not and
-//! outcome; its wall and CPU time observed; its egress and files summed.
+//! outcome; its wall and CPU time observed; its egress and files summed. And
+//! as its span's attributes.
 
 use metrics::Label;
+use opentelemetry::KeyValue;
 use serde_json::Value;
 
 use super::Metrics;
@@ -47,16 +49,65 @@ fn outcome_of_error(code: &str) -> &'static str {
         .unwrap_or("other")
 }
 
+/// A run's outcome: `success`, `suspended`, `script_error`, or its error
+/// code's short name.
+fn outcome(answer: Result<&Value, &str>) -> &'static str {
+    match answer {
+        Ok(body) if body["success"] == Value::Bool(true) => "success",
+        Ok(body) if body.get("suspended").is_some_and(|s| !s.is_null()) => "suspended",
+        Ok(_) => "script_error",
+        Err(code) => outcome_of_error(code),
+    }
+}
+
+/// A run's answer as its span's attributes: what the metrics count it by,
+/// and its usage (CPU, wall time, peak memory, egress). No id, code or output.
+pub(crate) fn run_attributes(facts: &RunFacts, answer: Result<&Value, &str>) -> Vec<KeyValue> {
+    let mut attributes = vec![
+        KeyValue::new("code_runner.lang", facts.lang),
+        KeyValue::new("code_runner.flavour", facts.flavour),
+        KeyValue::new("code_runner.kept", facts.kept),
+        KeyValue::new("code_runner.outcome", outcome(answer)),
+        KeyValue::new("code_runner.tenant", facts.tenant),
+    ];
+    let usage = answer.ok().map(|body| &body["usage"]);
+    let numbers = [
+        ("cpu_ms", "code_runner.cpu_ms"),
+        ("wall_ms", "code_runner.wall_ms"),
+        ("peak_memory_bytes", "code_runner.peak_memory_bytes"),
+    ];
+    for (field, key) in numbers {
+        if let Some(n) = usage.and_then(|u| u[field].as_f64()) {
+            attributes.push(KeyValue::new(key, n));
+        }
+    }
+    if let Some(n) = usage.and_then(|u| u["egress"]["requests"].as_i64()) {
+        attributes.push(KeyValue::new("code_runner.egress.requests", n));
+    }
+    attributes
+}
+
+/// A published function's call as its span's attributes: the handler's
+/// language, the namespace it is charged to, the CPU and wall time its turn took.
+pub(crate) fn invocation_attributes(
+    lang: &'static str,
+    tenant: &'static str,
+    cpu_ns: u64,
+    wall_ms: f64,
+) -> Vec<KeyValue> {
+    vec![
+        KeyValue::new("code_runner.lang", lang),
+        KeyValue::new("code_runner.tenant", tenant),
+        KeyValue::new("code_runner.cpu_ms", cpu_ns as f64 / 1e6),
+        KeyValue::new("code_runner.wall_ms", wall_ms),
+    ]
+}
+
 impl Metrics {
     /// A run answered `answer` (its response, or its error).
     pub(crate) fn run(&self, facts: RunFacts, answer: Result<&Value, &str>) {
         let lang = facts.lang;
-        let outcome = match answer {
-            Ok(body) if body["success"] == Value::Bool(true) => "success",
-            Ok(body) if body.get("suspended").is_some_and(|s| !s.is_null()) => "suspended",
-            Ok(_) => "script_error",
-            Err(code) => outcome_of_error(code),
-        };
+        let outcome = outcome(answer);
         let labels = vec![
             Label::from_static_parts("lang", lang),
             Label::from_static_parts("flavour", facts.flavour),

@@ -68,6 +68,8 @@ mod console;
 mod guidance;
 // The operator's metrics: `/metrics`, promtool, a real Prometheus.
 mod metrics;
+// Traces: spans over OTLP/HTTP to a real receiver, and into the engine.
+mod traces;
 
 // Shared helpers: ids and codes, `Server`, the binary, the engine, languages.
 mod helpers;

@@ -33,6 +33,7 @@ pub(crate) use body::{check_shape, read_gated};
 pub(crate) use server::{ClientAddr, LongLived};
 
 use crate::bus::{CallError, FUNCTION_NOT_FOUND};
+use crate::telemetry::TraceParent;
 
 /// The HTTP face of an error: a status and `{"error": {code, message}}`.
 #[derive(Debug)]
@@ -172,13 +173,22 @@ async fn call<A: Api>(
     headers: axum::http::HeaderMap,
     JsonBody(payload): JsonBody,
 ) -> Response {
+    let trace = trace_of(&headers);
     if function_id == crate::bus::names::RUN && stream::wants_events(&headers) {
-        return stream::events(worker, function_id, payload);
+        return stream::events(worker, function_id, payload, trace);
     }
-    match worker.call(&function_id, payload).await {
+    let caller = crate::bus::Caller::host().continuing(trace);
+    match worker.call_as(&function_id, payload, caller).await {
         Ok(value) => axum::Json(value).into_response(),
         Err(err) => ApiError(err).into_response(),
     }
+}
+
+/// The trace a request continues: its W3C `traceparent` and `tracestate`
+/// headers (none, or a malformed one: a trace of its own).
+pub(crate) fn trace_of(headers: &axum::http::HeaderMap) -> TraceParent {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    TraceParent::from_w3c(header("traceparent"), header("tracestate"))
 }
 
 async fn functions<A: Api>(State(worker): State<A>) -> Response {

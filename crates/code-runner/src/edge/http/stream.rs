@@ -18,9 +18,10 @@ use futures::Stream;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-use crate::bus::CallError;
+use crate::bus::{CallError, Caller};
 use crate::edge::api::Api;
 use crate::edge::live::{Chunks, stream_name, tap};
+use crate::telemetry::TraceParent;
 
 /// Whether a request asked for events.
 pub fn wants_events(headers: &axum::http::HeaderMap) -> bool {
@@ -37,15 +38,12 @@ pub fn wants_events(headers: &axum::http::HeaderMap) -> bool {
 }
 
 /// The events of one call of `function_id`.
-pub fn events<A: Api>(api: A, function_id: String, payload: Value) -> Response {
+pub fn events<A: Api>(api: A, function_id: String, payload: Value, trace: TraceParent) -> Response {
     let (live, chunks) = tap();
     let cancel = AbortSignal::new();
     let call = {
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            api.call_live(&function_id, payload, cancel, Some(live))
-                .await
-        })
+        let caller = Caller::host_streaming(cancel.clone(), Some(live)).continuing(trace);
+        tokio::spawn(async move { api.call_as(&function_id, payload, caller).await })
     };
     let state = Events {
         chunks,

@@ -28,6 +28,7 @@ use crate::bus::outbound::RemoteGuest;
 use crate::bus::{Caller, GuestCaller};
 use crate::ids::RuntimeKey;
 use crate::ops::Ops;
+use crate::telemetry::TraceParent;
 
 /// The metadata key a guest's lineage travels under.
 pub const METADATA_KEY: &str = "code_runner_guest";
@@ -52,8 +53,10 @@ impl RemoteGuest {
 /// another worker (see the module's documentation), whose call's node ends
 /// at its deadline, capped by this worker's `max_timeout_ms`.
 pub(crate) fn caller(ops: &Arc<Ops>, metadata: Option<&Value>) -> Caller {
+    // Within the iii SDK's span of this invocation, a child of the engine's.
+    let trace = TraceParent::current();
     let Some(guest) = RemoteGuest::from_metadata(metadata) else {
-        return Caller::host();
+        return Caller::host().continuing(trace);
     };
     let max = Duration::from_millis(ops.config().max_timeout_ms);
     let left = Duration::from_millis(guest.left_ms).min(max);
@@ -71,6 +74,7 @@ pub(crate) fn caller(ops: &Arc<Ops>, metadata: Option<&Value>) -> Caller {
     Caller {
         cancel: None,
         live: None,
+        trace,
         guest: Some(GuestCaller {
             runtime: call,
             root: tree,

@@ -169,7 +169,7 @@ fn routed_handler(
             match link {
                 // A guest's own call stays here, charged to its runtime.
                 Some((ops, link)) if caller.guest.is_none() => {
-                    route(shared, &ops, &link, local, payload).await
+                    route(shared, &ops, &link, local, payload, caller).await
                 }
                 _ => local(payload, caller).await,
             }
@@ -242,12 +242,19 @@ async fn route(
     link: &Arc<IiiLink>,
     local: Handler,
     payload: Value,
+    caller: Caller,
 ) -> Result<Value, CallError> {
     let me = link.worker_name();
     let budget = Duration::from_millis(ops.config().max_timeout_ms) + FORWARD_MARGIN;
-    let forward = |worker: String, payload: Value| async move {
-        link.trigger(&scoped_id(&worker, shared), payload, budget, Delivery::Call)
-            .await
+    // A forwarded call is a child of this call's span on the engine.
+    let trace = caller.trace.clone();
+    let forward = |worker: String, payload: Value| {
+        let trace = trace.clone();
+        async move {
+            let id = scoped_id(&worker, shared);
+            let call = link.trigger(&id, payload, budget, Delivery::Call);
+            trace.around(call).await
+        }
     };
     let link_token = payload["uri"]
         .as_str()
@@ -264,7 +271,7 @@ async fn route(
             .as_deref()
             .is_none_or(|id| ops.registry.get(id).is_ok());
         if (owner == me && held_here) || !link.connected() {
-            return local(payload, Caller::host()).await;
+            return local(payload, caller.clone()).await;
         }
         // A session another worker woke (its minter had left) lives there
         // now, even once its minter is back.
@@ -272,7 +279,7 @@ async fn route(
             && let Some(holder) = hibernate::holder(ops, id).await
         {
             if holder == me {
-                return local(payload, Caller::host()).await;
+                return local(payload, caller.clone()).await;
             }
             match forward(holder, payload.clone()).await {
                 Err(err)
@@ -282,7 +289,7 @@ async fn route(
             }
         }
         if owner == me {
-            return local(payload, Caller::host()).await;
+            return local(payload, caller.clone()).await;
         }
         let answer = forward(owner.clone(), payload.clone()).await;
         // Its minter is gone, but the store several workers share holds the
@@ -292,7 +299,7 @@ async fn route(
             && err.code != code_runner_core::ErrorCode::Capacity.as_str()
             && hibernate::is_stored(ops, id).await
         {
-            return local(payload, Caller::host()).await;
+            return local(payload, caller.clone()).await;
         }
         return answer
             .map_err(|err| match passes_on(&err) && err.code != code_runner_core::ErrorCode::Capacity.as_str() {
@@ -322,10 +329,10 @@ async fn route(
         {
             return forward(holder, payload).await;
         }
-        return local(payload, Caller::host()).await;
+        return local(payload, caller.clone()).await;
     }
     if shared != RUN || !link.connected() {
-        return local(payload, Caller::host()).await;
+        return local(payload, caller.clone()).await;
     }
     // A one-shot or new kept run: round-robin, passing on at capacity.
     let peers = link.router.peers(link).await;
@@ -334,7 +341,7 @@ async fn route(
     for i in 0..peers.len() {
         let peer = &peers[(start + i) % peers.len()];
         let answer = if peer == me {
-            local.clone()(payload.clone(), Caller::host()).await
+            local.clone()(payload.clone(), caller.clone()).await
         } else {
             forward(peer.clone(), payload.clone()).await
         };
@@ -345,7 +352,7 @@ async fn route(
     }
     match last {
         Some(err) => Err(err),
-        None => local(payload, Caller::host()).await,
+        None => local(payload, caller.clone()).await,
     }
 }
 

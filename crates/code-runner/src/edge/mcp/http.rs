@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use futures::stream::{AbortHandle, Abortable};
 use futures::{Stream, StreamExt};
+use rmcp::RoleServer;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError,
 };
@@ -29,10 +31,27 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use super::McpServer;
 use crate::edge::api::Api;
 use crate::edge::http::{ClientAddr, MAX_BODY_BYTES};
+use crate::telemetry::TraceParent;
 
 /// The client address the HTTP API saw for the request `parts` belong to.
 pub(super) fn client_of(parts: &axum::http::request::Parts) -> Option<IpAddr> {
     parts.extensions.get::<ClientAddr>().map(|addr| addr.0)
+}
+
+/// The trace a request continues: its `_meta.traceparent` and
+/// `tracestate` (SEP-414), else, over HTTP, the request's W3C headers.
+pub(super) fn trace_of(context: &RequestContext<RoleServer>) -> TraceParent {
+    match context.meta.get_traceparent() {
+        Some(traceparent) => {
+            TraceParent::from_w3c(Some(traceparent), context.meta.get_tracestate())
+        }
+        None => context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .map_or_else(TraceParent::default, |parts| {
+                crate::edge::http::trace_of(&parts.headers)
+            }),
+    }
 }
 
 /// Live MCP sessions at once over HTTP.

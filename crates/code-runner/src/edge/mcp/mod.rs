@@ -48,6 +48,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
+use crate::bus::Caller;
 use crate::bus::names::{READ_FILE, RESUME, RUN};
 use crate::edge::api::Api;
 
@@ -382,9 +383,9 @@ impl<A: Api> McpServer<A> {
         live: &code_runner_core::LiveOutput,
         context: &RequestContext<RoleServer>,
     ) -> Result<Value, crate::bus::CallError> {
-        let call = self
-            .api
-            .call_live(id, payload, cancel.clone(), Some(live.clone()));
+        let caller = Caller::host_streaming(cancel.clone(), Some(live.clone()))
+            .continuing(http::trace_of(context));
+        let call = self.api.call_as(id, payload, caller);
         tokio::pin!(call);
         tokio::select! {
             answer = &mut call => answer,

@@ -29,6 +29,7 @@ use crate::ids::RuntimeKey;
 use crate::ops::Ops;
 use crate::ops::approvals::{self, Approver};
 use crate::ops::egress::{self, TurnEgress};
+use crate::telemetry::TraceParent;
 use register::register_from_guest;
 use trigger::trigger;
 use typed::call_by_name;
@@ -59,6 +60,9 @@ pub(crate) struct GuestContext {
     pub approvals: Approver,
     /// The turn's clock, stopped while a call waits for a person.
     pub clock: TurnClock,
+    /// The trace of the call the turn serves: what its guest code calls
+    /// and fetches are spans within it.
+    pub trace: TraceParent,
 }
 
 impl GuestContext {
@@ -80,7 +84,15 @@ impl GuestContext {
             egress: Arc::default(),
             approvals: Approver::Nobody(approvals::PUBLISHED_CALL),
             clock: TurnClock::new(),
+            trace: TraceParent::default(),
         }
+    }
+
+    /// The same context for a turn that serves a call traced as `trace`.
+    #[must_use]
+    pub fn traced(mut self, trace: TraceParent) -> Self {
+        self.trace = trace;
+        self
     }
 
     /// The same context for a run's turn, whose calls that need a person's
@@ -142,6 +154,7 @@ pub(crate) fn warm_up_bindings(lang: Lang) -> Bindings {
             egress: Arc::default(),
             approvals: Approver::Nobody(approvals::PUBLISHED_CALL),
             clock: TurnClock::new(),
+            trace: TraceParent::default(),
         },
     )
     .bindings
@@ -203,8 +216,9 @@ pub(crate) fn bindings(ops: Weak<Ops>, ctx: GuestContext) -> GuestBindings {
                 async move {
                     let ops = ops.ok_or_else(|| BindingError::message("the worker is stopping"))?;
                     let (state, config) = (ops.egress.clone(), ops.config());
+                    let span = ops.bus.traces().fetch(&ctx.trace, &args);
                     drop(ops);
-                    egress::fetch(
+                    let answer = egress::fetch(
                         state,
                         ctx.egress.clone(),
                         config,
@@ -212,7 +226,13 @@ pub(crate) fn bindings(ops: Weak<Ops>, ctx: GuestContext) -> GuestBindings {
                         args,
                         call,
                     )
-                    .await
+                    .await;
+                    span.end_fetch(
+                        answer
+                            .as_ref()
+                            .map_err(|err| err.code.as_deref().unwrap_or("error")),
+                    );
+                    answer
                 }
             }
         })

@@ -17,6 +17,7 @@ use crate::bus::payload::parse;
 use crate::bus::{CallError, Caller, GuestCaller};
 use crate::ops::Ops;
 use crate::ops::approvals;
+use crate::telemetry::CallKind;
 
 /// Fire-and-forget calls one turn may have in flight; one more is refused.
 pub const MAX_FIRE_AND_FORGET: usize = 16;
@@ -123,6 +124,7 @@ pub(super) async fn dispatch(
     let caller = Caller {
         cancel: None,
         live: None,
+        trace: ctx.trace.clone(),
         guest: Some(GuestCaller {
             runtime: ctx.key,
             root: ctx.root,
@@ -249,7 +251,18 @@ async fn route(
                     ops.lineage.mark_called_out(root);
                 }
                 let guest = caller.guest.as_ref().map(|g| remote_guest(ops, g));
-                out.call(function_id, payload, budget, guest).await
+                // The engine's call span is a child of this one: the iii
+                // SDK sends the context the call is polled in.
+                let span = ops
+                    .bus
+                    .traces()
+                    .start(function_id, CallKind::Outbound, &caller.trace);
+                let answer = span
+                    .parent()
+                    .around(out.call(function_id, payload, budget, guest))
+                    .await;
+                span.end(answer.as_ref().err().map(|err| err.code.as_str()));
+                answer
             }
             None => ops.bus.call_as(function_id, payload, caller).await,
         }

@@ -169,7 +169,8 @@ async fn first_turn(
     fresh: &Fresh<'_>,
 ) -> Result<(Arc<dyn Runtime>, WorkDir, TurnOutcome, TurnImages), RunnerError> {
     let admitted = fresh.admitted;
-    let context = || GuestContext::of(fresh.ops, fresh.key, fresh.lang, None);
+    let context =
+        || GuestContext::of(fresh.ops, fresh.key, fresh.lang, None).traced(admitted.trace.clone());
     let (runtime, dir) = boot(fresh).await?;
     let (outcome, images) = runtime
         .run_with_images(admitted.plan.turn(context(), admitted.timeout))

@@ -65,6 +65,10 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
                 wall_ms: 0.0,
                 files_in: 0,
             };
+            caller.trace.record(crate::telemetry::run_attributes(
+                &facts,
+                Err(err.code.as_str()),
+            ));
             ops.metrics.run(facts, Err(err.code.as_str()));
             return Err(err.into());
         }
@@ -72,6 +76,7 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
     let mut facts = run_facts(&ops, &request, &caller);
     let id = request.runtime_id.clone();
     let started = Instant::now();
+    let trace = caller.trace.clone();
     let answer = run_parsed(&ops, request, caller).await;
     facts.wall_ms = started.elapsed().as_secs_f64() * 1000.0;
     if let (None, Some(id)) = (facts.lang_known(), id) {
@@ -79,8 +84,9 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
         let lang = ops.registry.get(&id).ok().map(|kept| kept.lang);
         (facts.lang, facts.flavour) = lang_labels(&ops, lang);
     }
-    ops.metrics
-        .run(facts, answer.as_ref().map_err(|err| err.code.as_str()));
+    let settled = answer.as_ref().map_err(|err| err.code.as_str());
+    trace.record(crate::telemetry::run_attributes(&facts, settled));
+    ops.metrics.run(facts, settled);
     answer
 }
 
@@ -208,6 +214,8 @@ pub(super) struct Admitted {
     started: Instant,
     /// The id a kept run is filed under.
     id: String,
+    /// The run's span: what its guest code calls are spans within.
+    trace: crate::telemetry::TraceParent,
 }
 
 impl Admitted {
@@ -262,6 +270,7 @@ fn admit(
         timeout,
         started: Instant::now(),
         id: suspendable.id,
+        trace: caller.trace.clone(),
     })
 }
 
@@ -288,7 +297,7 @@ async fn on_kept(ops: &Arc<Ops>, admitted: Admitted, id: &str) -> Result<Value, 
     // turns, and the code they carry, without end.
     let _place = ops.lineage.wait_for(kept.key)?;
     admitted.files.put(kept.runtime.as_ref()).await?;
-    let context = GuestContext::of(ops, kept.key, kept.lang, None);
+    let context = GuestContext::of(ops, kept.key, kept.lang, None).traced(admitted.trace.clone());
     // Said once, by the first run after the interpreter was lost.
     let reset = kept.take_reset();
     let restored = kept.take_woken();

@@ -94,18 +94,26 @@ impl Receiver {
     /// Waits until trace `trace` has a span named `name` whose parent is
     /// `parent`; every span of the trace then.
     async fn wait_for(&self, trace: &str, name: &str, parent: &str) -> Vec<Value> {
+        self.wait_for_all(trace, &[(name, parent)]).await
+    }
+
+    /// Waits until trace `trace` has, for each `(name, parent)`, a span
+    /// named `name` whose parent is `parent`; every span of the trace then.
+    async fn wait_for_all(&self, trace: &str, wanted: &[(&str, &str)]) -> Vec<Value> {
         let started = Instant::now();
         loop {
             let spans = self.spans(trace).await;
-            if spans
-                .iter()
-                .any(|s| s["name"] == name && s["parent_span_id"] == parent)
-            {
+            let has = |(name, parent): &(&str, &str)| {
+                spans
+                    .iter()
+                    .any(|s| s["name"] == *name && s["parent_span_id"] == *parent)
+            };
+            if wanted.iter().all(has) {
                 return spans;
             }
             assert!(
                 started.elapsed() < ARRIVAL,
-                "no span {name} under {parent} in trace {trace} within {ARRIVAL:?}: {spans:#?}"
+                "not every span of {wanted:?} in trace {trace} within {ARRIVAL:?}: {spans:#?}"
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -139,13 +147,22 @@ async fn a_traced_http_call_reaches_the_otlp_receiver_with_its_children() {
         receiver.url
     ))
     .await;
-    // Guest code that starts a nested run, fetches a page and prints a
-    // marker; kept, so the answer has a runtime id no span may carry.
+    server
+        .registered(
+            "node",
+            "bill::add",
+            "export function handler(p) { return p.a + p.b }",
+        )
+        .await;
+    // Guest code that starts a nested run, calls a published function,
+    // fetches a page and prints a marker; kept, so the answer has a runtime
+    // id no span may carry.
     let code = format!(
         "const inner = await iii.trigger({{ function_id: 'code-runner::run', payload: {{ lang: 'node', code: 'return 6 * 7' }} }});\n\
+         const sum = await iii.trigger({{ function_id: 'bill::add', payload: {{ a: 40, b: 2 }} }});\n\
          const page = await fetch('{}/ping?token=SECRET-IN-QUERY');\n\
          console.log('PRINTED-MARKER');\n\
-         return [inner.result, await page.text()];",
+         return [inner.result, sum, await page.text()];",
         receiver.url
     );
     let response = client()
@@ -157,7 +174,7 @@ async fn a_traced_http_call_reaches_the_otlp_receiver_with_its_children() {
         .unwrap();
     assert_eq!(response.status(), 200);
     let answer: Value = response.json().await.unwrap();
-    assert_eq!(answer["result"], json!([42, "pong"]), "{answer}");
+    assert_eq!(answer["result"], json!([42, 42, "pong"]), "{answer}");
     let runtime_id = answer["runtime_id"].as_str().unwrap().to_string();
 
     let spans = receiver.wait_for(TRACE, "code-runner::run", PARENT).await;
@@ -183,19 +200,26 @@ async fn a_traced_http_call_reaches_the_otlp_receiver_with_its_children() {
     let run_id = run["span_id"].as_str().unwrap().to_string();
 
     // Its children, whichever batch brought them.
-    let spans = receiver.wait_for(TRACE, "fetch", &run_id).await;
-    let spans = if spans
-        .iter()
-        .any(|s| s["name"] == "code-runner::run" && s["parent_span_id"] == run_id)
-    {
-        spans
-    } else {
-        receiver.wait_for(TRACE, "code-runner::run", &run_id).await
-    };
+    let children = [
+        ("code-runner::run", run_id.as_str()),
+        ("bill::add", run_id.as_str()),
+        ("fetch", run_id.as_str()),
+    ];
+    let spans = receiver.wait_for_all(TRACE, &children).await;
     let nested = span(&spans, "code-runner::run", &run_id);
     assert_eq!(nested["kind"], INTERNAL);
     assert_eq!(nested["attributes"]["code_runner.outcome"], "success");
     assert_eq!(nested["attributes"]["code_runner.kept"], false);
+    let invoked = span(&spans, "bill::add", &run_id);
+    assert_eq!(invoked["kind"], INTERNAL);
+    assert_eq!(invoked["status"], OK);
+    assert_eq!(invoked["attributes"]["code_runner.lang"], "node");
+    assert_eq!(invoked["attributes"]["code_runner.tenant"], "bill::");
+    assert!(
+        invoked["attributes"]["code_runner.cpu_ms"]
+            .as_f64()
+            .is_some()
+    );
     let fetch = span(&spans, "fetch", &run_id);
     assert_eq!(fetch["kind"], CLIENT);
     assert_eq!(fetch["attributes"]["http.request.method"], "GET");

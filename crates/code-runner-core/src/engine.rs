@@ -509,6 +509,23 @@ pub trait Runtime: Send + Sync {
     fn close(&self) -> BoxFuture<'_, ()>;
 }
 
+/// How an engine's runtimes use what it holds, for an operator's gauges.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Runtimes live now (python: pooled instance slots in use).
+    pub live: u64,
+    /// The most runtimes the engine holds at once.
+    pub max: u64,
+    /// Instance slots freed since the engine started; each was reset (its
+    /// memory copied back or zeroed) before another instance used it.
+    pub resets: u64,
+    /// Guest memory the live runtimes hold, in bytes (python: their linear
+    /// memories).
+    pub memory_bytes: u64,
+    /// Bytes of freed slots kept resident for the next instance.
+    pub resident_bytes: u64,
+}
+
 /// An engine: boots runtimes of one language.
 pub trait Engine: Send + Sync {
     /// The language this engine runs.
@@ -529,6 +546,12 @@ pub trait Engine: Send + Sync {
     /// snapshot loads into that image only); `None` when its runtimes
     /// cannot be snapshotted.
     fn snapshot_image(&self) -> Option<String> {
+        None
+    }
+
+    /// What its runtimes use now; `None` for an engine that does not count
+    /// (its runtimes live in other processes, or it keeps no pool).
+    fn stats(&self) -> Option<EngineStats> {
         None
     }
 

@@ -58,8 +58,8 @@ pub use code_runtime::{
 };
 pub use config::*;
 pub use engine::{
-    AbortSignal, Completion, Engine, FailureKind, Fault, Image, LedgerOptions, Runtime,
-    RuntimeOptions, SnapshotSections, Task, TurnEnding, TurnImages, TurnOutcome, TurnSpec,
+    AbortSignal, Completion, Engine, EngineStats, FailureKind, Fault, Image, LedgerOptions,
+    Runtime, RuntimeOptions, SnapshotSections, Task, TurnEnding, TurnImages, TurnOutcome, TurnSpec,
     TurnUsage, thread_cpu_ns,
 };
 pub use error::{ErrorCode, MAX_ERROR_MESSAGE_BYTES, PartialOutput, RunnerError, bound_message};

@@ -11,7 +11,7 @@
 //! - stdout and stderr land in the turn's bounded buffers ([`crate::output`]).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use code_runner_core::AbortSignal;
@@ -40,6 +40,26 @@ pub struct MemoryLimiter {
     /// Linear memory granted so far, all memories together: the instance's
     /// high-water mark, since WebAssembly memory never shrinks.
     pub held: usize,
+    /// The engine's sum of every live instance's `held`: this one's is
+    /// added as it grows and taken off when its store goes.
+    pub gauge: HeldGauge,
+}
+
+/// Linear memory all of an engine's live instances hold, in bytes.
+#[derive(Debug, Clone, Default)]
+pub struct HeldGauge(Arc<AtomicU64>);
+
+impl HeldGauge {
+    /// The bytes held now.
+    pub fn bytes(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for MemoryLimiter {
+    fn drop(&mut self) {
+        self.gauge.0.fetch_sub(self.held as u64, Ordering::Relaxed);
+    }
 }
 
 impl ResourceLimiter for MemoryLimiter {
@@ -60,7 +80,9 @@ impl ResourceLimiter for MemoryLimiter {
         if let Some(total) = &mut self.total {
             *total = after;
         }
-        self.held = self.held.saturating_add(desired.saturating_sub(current));
+        let grown = desired.saturating_sub(current);
+        self.held = self.held.saturating_add(grown);
+        self.gauge.0.fetch_add(grown as u64, Ordering::Relaxed);
         Ok(true)
     }
 

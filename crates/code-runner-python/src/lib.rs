@@ -67,11 +67,13 @@ mod slot_reset_tests;
 pub mod work_quota;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use code_runner_core::{BoxFuture, Engine, Lang, RunnerError, Runtime, RuntimeOptions};
+use code_runner_core::{
+    BoxFuture, Engine, EngineStats, Lang, RunnerError, Runtime, RuntimeOptions,
+};
 use wasmtime::component::InstancePre;
 
 pub use data::artifact::{
@@ -90,7 +92,7 @@ pub use packages::{
 };
 pub use protocol::MAX_DEPTH;
 
-use host::Host;
+use host::{HeldGauge, Host};
 
 /// How often the epoch ticks: the resolution of timeouts and aborts.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
@@ -168,15 +170,42 @@ pub(crate) struct Shared {
     packages: Vec<String>,
     /// Live runtimes, against `limits.max_runtimes`.
     live: Arc<AtomicUsize>,
+    /// Slots freed (and so reset) since the engine started.
+    resets: Arc<AtomicU64>,
+    /// Linear memory the live instances hold.
+    pub(crate) memory: HeldGauge,
     limits: EngineLimits,
 }
 
+impl Shared {
+    fn new(
+        engine: wasmtime::Engine,
+        flavour: Flavour,
+        packages: Vec<String>,
+        limits: EngineLimits,
+    ) -> Shared {
+        Shared {
+            engine,
+            flavour,
+            packages,
+            live: Arc::default(),
+            resets: Arc::default(),
+            memory: HeldGauge::default(),
+            limits,
+        }
+    }
+}
+
 /// A runtime's claim on one pooled instance slot, released when dropped.
-pub(crate) struct Slot(Arc<AtomicUsize>);
+pub(crate) struct Slot {
+    live: Arc<AtomicUsize>,
+    resets: Arc<AtomicU64>,
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.live.fetch_sub(1, Ordering::SeqCst);
+        self.resets.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -187,7 +216,10 @@ impl Shared {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < max).then_some(n + 1)
             })
-            .map(|_| Slot(self.live.clone()))
+            .map(|_| Slot {
+                live: self.live.clone(),
+                resets: self.resets.clone(),
+            })
             .map_err(|_| {
                 RunnerError::new(
                     code_runner_core::ErrorCode::Capacity,
@@ -305,17 +337,16 @@ impl PythonEngine {
         let instance_pre = linker.instantiate_pre(&component).map_err(wasmtime_err)?;
         start_ticker(&engine);
         Ok(PythonEngine {
-            shared: Arc::new(Shared {
+            shared: Arc::new(Shared::new(
                 engine,
-                flavour: Flavour::Lean {
+                Flavour::Lean {
                     instance_pre,
                     lib: snapshot.lib,
                     packages: packages.map(|p| p.site_packages.clone()),
                 },
-                packages: packages.map(|p| p.installed.clone()).unwrap_or_default(),
-                live: Arc::new(AtomicUsize::new(0)),
+                packages.map(|p| p.installed.clone()).unwrap_or_default(),
                 limits,
-            }),
+            )),
         })
     }
 
@@ -348,13 +379,12 @@ impl PythonEngine {
             let (engine, loaded) = data::load(dir, limits, packages)?;
             start_ticker(&engine);
             Ok(PythonEngine {
-                shared: Arc::new(Shared {
+                shared: Arc::new(Shared::new(
                     engine,
-                    flavour: Flavour::Data(Box::new(loaded)),
-                    packages: packages.map(|p| p.installed.clone()).unwrap_or_default(),
-                    live: Arc::new(AtomicUsize::new(0)),
+                    Flavour::Data(Box::new(loaded)),
+                    packages.map(|p| p.installed.clone()).unwrap_or_default(),
                     limits,
-                }),
+                )),
             })
         })
     }
@@ -450,6 +480,21 @@ impl Interpreter {
 impl Engine for PythonEngine {
     fn lang(&self) -> Lang {
         Lang::Python
+    }
+
+    fn stats(&self) -> Option<EngineStats> {
+        let shared = &self.shared;
+        let resident = shared
+            .engine
+            .pooling_allocator_metrics()
+            .map_or(0, |m| m.unused_memory_bytes_resident() as u64);
+        Some(EngineStats {
+            live: shared.live.load(Ordering::SeqCst) as u64,
+            max: shared.limits.max_runtimes as u64,
+            resets: shared.resets.load(Ordering::Relaxed),
+            memory_bytes: shared.memory.bytes(),
+            resident_bytes: resident,
+        })
     }
 
     fn spawn(

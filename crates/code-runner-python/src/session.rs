@@ -82,6 +82,7 @@ pub(crate) fn instantiate(boot: &Boot) -> Result<Instance, String> {
         guard: Arc::new(Mutex::new(guard)),
         limiter: MemoryLimiter {
             held: 0,
+            gauge: shared.memory.clone(),
             max_bytes: (options.memory_mb as usize).saturating_mul(1 << 20),
             hit: false,
             total: None,

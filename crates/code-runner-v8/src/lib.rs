@@ -49,6 +49,7 @@
 mod codegen;
 mod convert;
 mod files;
+mod gauge;
 mod heap;
 mod imports;
 mod isolate;
@@ -118,6 +119,8 @@ pub struct V8Engine {
     files_namespace: Option<String>,
     lang: Lang,
     packages: Option<Arc<packages::PackageSet>>,
+    /// Its live runtimes and their heaps, for [`Engine::stats`].
+    gauge: Arc<gauge::Gauge>,
 }
 
 impl std::fmt::Debug for V8Engine {
@@ -143,6 +146,7 @@ impl V8Engine {
             files_namespace: None,
             lang: Lang::Node,
             packages: None,
+            gauge: Arc::default(),
         })
     }
 
@@ -152,6 +156,8 @@ impl V8Engine {
     #[must_use]
     pub fn typescript(mut self) -> Self {
         self.lang = Lang::TypeScript;
+        // Counted apart from node's.
+        self.gauge = Arc::default();
         self
     }
 
@@ -276,6 +282,7 @@ impl V8Engine {
             turn_lock: tokio::sync::Mutex::new(()),
             stopped: tokio::sync::Mutex::new(Some(stopped_rx)),
             added: Mutex::new((0, 0)),
+            counted: gauge::Counted::new(&self.gauge),
         };
         match ready_rx.await {
             Ok(Ok(())) => Ok(runtime),
@@ -306,6 +313,17 @@ impl Engine for V8Engine {
 
     fn snapshot_image(&self) -> Option<String> {
         Some(self.image())
+    }
+
+    /// Live runtimes (pooled ones included) and the heap their last turns
+    /// peaked at; the worker's `max_runtimes` bounds them, not the engine.
+    fn stats(&self) -> Option<code_runner_core::EngineStats> {
+        let (live, heap) = self.gauge.read();
+        Some(code_runner_core::EngineStats {
+            live,
+            memory_bytes: heap,
+            ..code_runner_core::EngineStats::default()
+        })
     }
 
     /// Replays a ledger ([`Runtime::snapshot`] of a kept runtime) into a
@@ -362,6 +380,8 @@ pub struct V8Runtime {
     stopped: tokio::sync::Mutex<Option<oneshot::Receiver<()>>>,
     /// Package sets `install` added, and their bytes.
     added: Mutex<(usize, u64)>,
+    /// Its part of the engine's gauge.
+    counted: gauge::Counted,
 }
 
 impl V8Runtime {
@@ -383,14 +403,16 @@ impl V8Runtime {
         if sender.send(Command::Turn(spec, reply)).await.is_err() {
             return thread::outcome(cap, TurnEnding::Faulted(Fault::Aborted));
         }
-        answer.await.unwrap_or_else(|_| {
+        let outcome = answer.await.unwrap_or_else(|_| {
             let fault = if self.watch.is_closing() {
                 Fault::Aborted
             } else {
                 Fault::Crashed("the runtime thread ended mid-turn".into())
             };
             thread::outcome(cap, TurnEnding::Faulted(fault))
-        })
+        });
+        self.counted.turned(outcome.usage.peak_memory_bytes);
+        outcome
     }
 
     /// Sends the command `make` builds and awaits its answer (`None`: the runtime is closed).

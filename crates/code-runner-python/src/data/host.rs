@@ -16,7 +16,7 @@ use super::artifact::{DataArtifacts, LIB_GUEST, MPL_DATA_GUEST};
 use super::trampoline::Originals;
 use super::wasi::FsGuard;
 use crate::control::{Link, SLICE, Stop, TurnLimits};
-use crate::host::MemoryLimiter;
+use crate::host::{HeldGauge, MemoryLimiter};
 use crate::output::{GuestOutput, SharedStreams};
 use crate::packages::PACKAGES_GUEST;
 use crate::protocol;
@@ -164,9 +164,14 @@ pub fn wasi_ctx(
 
 /// The memory ceiling of an instance: the image's own memory plus
 /// `memory_mb`, over all the store's memories together.
-pub fn memory_limiter(options: &RuntimeOptions, base_bytes: usize) -> MemoryLimiter {
+pub fn memory_limiter(
+    options: &RuntimeOptions,
+    base_bytes: usize,
+    gauge: HeldGauge,
+) -> MemoryLimiter {
     MemoryLimiter {
         held: 0,
+        gauge,
         max_bytes: base_bytes.saturating_add((options.memory_mb as usize).saturating_mul(1 << 20)),
         hit: false,
         total: Some(0),

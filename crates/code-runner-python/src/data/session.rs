@@ -60,7 +60,7 @@ pub fn instantiate(boot: &Boot) -> Result<DataInstance, String> {
         ))
         .with_preopens(host::preopens(loaded.packages.is_some())),
         originals: None,
-        limiter: host::memory_limiter(options, loaded.memory_bytes),
+        limiter: host::memory_limiter(options, loaded.memory_bytes, shared.memory.clone()),
         streams,
         turn: None,
         stop: None,

@@ -122,6 +122,12 @@ impl Ops {
                 .into_iter()
                 .zip(self.egress.refusals())
                 .collect(),
+            engines: self
+                .engines
+                .stats()
+                .into_iter()
+                .map(|(lang, stats)| (lang.as_str(), stats))
+                .collect(),
         })
     }
 

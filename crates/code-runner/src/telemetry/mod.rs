@@ -12,6 +12,7 @@
 //! set from its registry at each scrape. [`Metrics::render`] is the text
 //! `GET /metrics` serves.
 
+mod engines;
 mod runs;
 mod traces;
 mod usage;
@@ -66,6 +67,8 @@ pub struct State {
     pub reloads: u64,
     /// Guest HTTP requests refused or failed since boot, by reason.
     pub egress_refusals: Vec<(&'static str, u64)>,
+    /// What each loaded engine's runtimes use, by language.
+    pub engines: Vec<(&'static str, code_runner_core::EngineStats)>,
 }
 
 impl Metrics {
@@ -147,6 +150,7 @@ impl Metrics {
             self.recorder
                 .describe_gauge(name.into(), None, SharedString::const_str(help));
         }
+        self.describe_engines();
     }
 
     fn counter(&self, name: &'static str, labels: Vec<Label>, by: u64) {
@@ -202,6 +206,7 @@ impl Metrics {
             );
             self.recorder.register_counter(&key, &META).absolute(count);
         }
+        self.engines(&state.engines);
         let mut text = self.handle.render();
         text.push_str(&self.tally.render());
         text

@@ -313,3 +313,54 @@ async fn a_worker_without_http_serves_its_metrics_alone() {
         .unwrap();
     assert_eq!(other.status(), 404);
 }
+
+/// The engines' gauges follow their runtimes: python's instance slots in
+/// use and their linear memory while a kept runtime lives, a reset counted
+/// for each slot freed; node's isolates and the heap their last turns
+/// peaked at, gone with the runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engines_gauges_follow_their_runtimes() {
+    let server = Server::start().await;
+    let value = |text: &str, series: &str| samples(text).get(series).copied().unwrap_or(0.0);
+    let runtimes = |lang: &str| format!("code_runner_engine_runtimes{{lang=\"{lang}\"}}");
+    let memory = |lang: &str| format!("code_runner_engine_memory_bytes{{lang=\"{lang}\"}}");
+    let resets = "code_runner_engine_slot_resets_total{lang=\"python\"}";
+    let before = metrics(&server.url).await;
+    let python = server
+        .run_in_with("python", "x = bytearray(32 << 20)", json!({"keep": true}))
+        .await;
+    let python = python.ok()["runtime_id"].as_str().unwrap().to_string();
+    let node = server
+        .run_in_with(
+            "node",
+            "globalThis.a = new Array(1 << 20).fill(1.5)",
+            json!({"keep": true}),
+        )
+        .await;
+    let node = node.ok()["runtime_id"].as_str().unwrap().to_string();
+    let live = metrics(&server.url).await;
+    assert!(value(&live, &runtimes("python")) >= 1.0, "{live}");
+    assert!(value(&live, &memory("python")) >= f64::from(32 << 20), "{live}");
+    assert!(value(&live, "code_runner_engine_slots_max{lang=\"python\"}") >= 1.0, "{live}");
+    assert!(value(&live, &runtimes("node")) >= 1.0, "{live}");
+    assert!(value(&live, &memory("node")) >= f64::from(8 << 20), "{live}");
+    server.teardown(&python).await.ok();
+    server.teardown(&node).await.ok();
+    // A torn-down runtime's slot is freed (and reset) as it closes.
+    let started = std::time::Instant::now();
+    loop {
+        let now = metrics(&server.url).await;
+        let freed = value(&now, &runtimes("python")) < value(&live, &runtimes("python"))
+            && value(&now, resets) > value(&before, resets)
+            && value(&now, &memory("python")) < f64::from(32 << 20)
+            && value(&now, &memory("node")) < value(&live, &memory("node"));
+        if freed {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the gauges did not follow the teardowns: before {before}\nlive {live}\nnow {now}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -370,6 +370,18 @@ impl Engines {
         self.cell(lang).ready(lang, wait, tell).await
     }
 
+    /// What each loaded engine's runtimes use now, by language (engines in
+    /// sandbox processes count nothing here).
+    pub fn stats(&self) -> Vec<(Lang, code_runner_core::EngineStats)> {
+        [Lang::Python, Lang::Node, Lang::TypeScript]
+            .into_iter()
+            .filter_map(|lang| match self.cell(lang).now() {
+                State::Ready(engine) => engine.stats().map(|stats| (lang, stats)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The warm pool of `lang`, if it has one.
     pub fn pool(&self, lang: Lang) -> Option<&Arc<WarmPool>> {
         match lang {

@@ -156,7 +156,7 @@ mod tests {
         assert_eq!(schema["$schema"], "http://json-schema.org/draft-07/schema#");
         assert_eq!(schema["additionalProperties"], false);
         let properties = schema["properties"].as_object().unwrap();
-        assert_eq!(properties.len(), 42);
+        assert_eq!(properties.len(), 43);
         for (key, property) in properties {
             assert!(property.get("type").is_some(), "{key} is untyped");
             assert!(
@@ -197,6 +197,8 @@ mod tests {
         assert!(refusal(json!({"node_packages": ["x@git+https://h/x"]})).contains("node_packages"));
         assert!(refusal(json!({"install_allow": ["Bad Name"]})).contains("install_allow"));
         assert!(refusal(json!({"npm_registry": "file:///x"})).contains("npm_registry"));
+        assert!(refusal(json!({"otlp_endpoint": "ftp://x"})).contains("otlp_endpoint"));
+        assert!(refusal(json!({"otlp_endpoint": "http://"})).contains("otlp_endpoint"));
         let secret = json!({"egress_secrets": {"bad-name": {"env": "X", "hosts": ["a.example"]}}});
         assert!(refusal(secret).contains("bad-name"));
         let secret = json!({"egress_secrets": {"T": {"env": "X", "hosts": []}}});

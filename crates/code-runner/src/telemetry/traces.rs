@@ -35,6 +35,9 @@ use opentelemetry_sdk::trace::{
 
 /// Spans waiting for a sink, per sink; past it new ones are dropped.
 const QUEUE: usize = 4096;
+/// The longest span name and attribute text a span takes from a caller or
+/// a guest (a function id, a host name): longer ones are cut.
+const MAX_TEXT: usize = 256;
 /// The longest a trace header or `_meta` value we read may be (W3C's
 /// `tracestate` is at most 512 characters; `traceparent` is 55).
 const MAX_HEADER: usize = 512;
@@ -180,7 +183,7 @@ impl Traces {
             CallKind::Outbound => SpanKind::Client,
         };
         let span = tracer
-            .span_builder(name.to_string())
+            .span_builder(cut(name, MAX_TEXT))
             .with_kind(kind)
             .start_with_context(&tracer, &parent.0);
         CallSpan {
@@ -195,16 +198,13 @@ impl Traces {
     pub fn fetch(&self, parent: &TraceParent, request: &serde_json::Value) -> CallSpan {
         let span = self.start("fetch", CallKind::Outbound, parent);
         let method = request["method"].as_str().unwrap_or("GET");
-        let mut attributes = vec![KeyValue::new(
-            "http.request.method",
-            method.chars().take(16).collect::<String>(),
-        )];
+        let mut attributes = vec![KeyValue::new("http.request.method", cut(method, 16))];
         let url = request["url"]
             .as_str()
             .and_then(|u| url::Url::parse(u).ok());
         if let Some(url) = url {
             if let Some(host) = url.host_str() {
-                attributes.push(KeyValue::new("server.address", host.to_string()));
+                attributes.push(KeyValue::new("server.address", cut(host, MAX_TEXT)));
             }
             if let Some(port) = url.port_or_known_default() {
                 attributes.push(KeyValue::new("server.port", i64::from(port)));
@@ -296,7 +296,7 @@ fn build(sinks: &Sinks, service_instance: &str) -> Result<(SdkTracerProvider, Sd
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_protocol(Protocol::HttpBinary)
-            .with_endpoint(traces_url(endpoint))
+            .with_endpoint(under(endpoint, "/v1/traces"))
             .with_timeout(Duration::from_secs(10))
             .build()
             .map_err(|err| format!("otlp_endpoint {endpoint}: {err}"))?;
@@ -304,7 +304,7 @@ fn build(sinks: &Sinks, service_instance: &str) -> Result<(SdkTracerProvider, Sd
     }
     if let Some(engine) = &sinks.engine {
         let connection = SharedEngineConnection::with_channel_capacity(
-            otel_url(engine),
+            under(engine, "/otel"),
             ReconnectionConfig::default(),
             QUEUE,
         );
@@ -327,25 +327,20 @@ fn batched(exporter: impl SpanExporter + 'static, delay_ms: u64) -> BatchSpanPro
         .build()
 }
 
-/// The traces URL of a collector: `/v1/traces` under its base URL, unless
-/// it names that path already.
-fn traces_url(endpoint: &str) -> String {
-    let base = endpoint.trim_end_matches('/');
-    if base.ends_with("/v1/traces") {
-        base.to_string()
-    } else {
-        format!("{base}/v1/traces")
-    }
+/// The first `max` characters of `text`.
+fn cut(text: &str, max: usize) -> String {
+    text.chars().take(max).collect()
 }
 
-/// The engine's telemetry endpoint: `/otel` under its WebSocket URL (where
-/// the iii SDK sends its own spans, apart from the worker's connection).
-fn otel_url(engine: &str) -> String {
-    let base = engine.trim_end_matches('/');
-    if base.ends_with("/otel") {
+/// `path` under `base`, unless `base` names it already: a collector's
+/// traces URL (`/v1/traces`), the engine's telemetry endpoint (`/otel`,
+/// where the iii SDK sends its own spans, apart from the worker's connection).
+fn under(base: &str, path: &str) -> String {
+    let base = base.trim_end_matches('/');
+    if base.ends_with(path) {
         base.to_string()
     } else {
-        format!("{base}/otel")
+        format!("{base}{path}")
     }
 }
 
@@ -376,9 +371,10 @@ mod tests {
 
     #[test]
     fn collector_urls() {
-        assert_eq!(traces_url("http://c:4318"), "http://c:4318/v1/traces");
-        assert_eq!(traces_url("http://c:4318/"), "http://c:4318/v1/traces");
-        assert_eq!(traces_url("http://c/v1/traces"), "http://c/v1/traces");
-        assert_eq!(otel_url("ws://e:49134"), "ws://e:49134/otel");
+        let traces = |url| under(url, "/v1/traces");
+        assert_eq!(traces("http://c:4318"), "http://c:4318/v1/traces");
+        assert_eq!(traces("http://c:4318/"), "http://c:4318/v1/traces");
+        assert_eq!(traces("http://c/v1/traces"), "http://c/v1/traces");
+        assert_eq!(under("ws://e:49134", "/otel"), "ws://e:49134/otel");
     }
 }

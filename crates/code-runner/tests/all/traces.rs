@@ -10,13 +10,13 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::helpers::engine::{EngineProc, WorkerProc};
-use crate::helpers::{Server, client};
+use crate::helpers::{Reaped, Server, client};
 use crate::mcp_tools::client::Session;
 
 /// How long spans may take to arrive (a batch goes every half second; a
@@ -44,15 +44,8 @@ fn receiver_python() -> PathBuf {
 
 /// The OTLP/HTTP receiver on a loopback port; killed on drop.
 struct Receiver {
-    child: Child,
+    _child: Reaped,
     url: String,
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Receiver {
@@ -73,7 +66,7 @@ impl Receiver {
             .strip_prefix("listening ")
             .unwrap_or_else(|| panic!("the receiver said {line:?}"));
         Receiver {
-            child,
+            _child: Reaped(child),
             url: format!("http://127.0.0.1:{port}"),
         }
     }

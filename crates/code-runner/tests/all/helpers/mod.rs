@@ -15,7 +15,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 pub use process::{
-    ServeProcess, binary, dirs_holding, output_within, peak_rss_mib, raw_http, runtime_dirs,
+    Reaped, ServeProcess, binary, dirs_holding, output_within, peak_rss_mib, raw_http, runtime_dirs,
 };
 pub use server::Server;
 

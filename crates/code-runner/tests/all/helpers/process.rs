@@ -189,6 +189,17 @@ impl Drop for ServeProcess {
     }
 }
 
+/// A helper server's process (an S3 server, an OTLP receiver): killed and
+/// reaped when dropped.
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// SIGTERMs `child` and waits up to `limit` for it to exit; panics (with
 /// `log`) past that.
 pub fn terminate(child: &mut Child, limit: Duration, log: &str) -> ExitStatus {

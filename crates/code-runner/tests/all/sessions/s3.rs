@@ -6,13 +6,13 @@
 //! changed in the bucket is refused.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use crate::helpers::engine::free_port;
-use crate::helpers::{INVALID_REQUEST, ServeProcess, client, post_json};
+use crate::helpers::{INVALID_REQUEST, Reaped, ServeProcess, client, post_json};
 
 /// moto's server, from `CODE_RUNNER_MOTO_SERVER` or `target/s3-venv`.
 fn moto_server() -> PathBuf {
@@ -35,15 +35,8 @@ fn moto_server() -> PathBuf {
 
 /// A moto server on a free loopback port; killed on drop.
 struct Moto {
-    child: Child,
+    _child: Reaped,
     url: String,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Moto {
@@ -56,7 +49,7 @@ impl Moto {
             .spawn()
             .expect("start moto_server");
         let moto = Moto {
-            child,
+            _child: Reaped(child),
             url: format!("http://127.0.0.1:{port}"),
         };
         let started = Instant::now();

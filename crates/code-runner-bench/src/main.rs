@@ -27,6 +27,7 @@ mod stack;
 mod stats;
 mod table;
 mod timing;
+mod traces;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -81,6 +82,10 @@ pub struct BenchArgs {
     /// live runtime's kept turn before and with them, a wake's cost and the store's bytes.
     #[arg(long, value_name = "N")]
     pub hibernated: Option<usize>,
+    /// Instead of the figures: what spans cost: one-shots and a run making 50 bus calls on a
+    /// worker exporting over OTLP/HTTP (to a loopback sink) beside one that exports nothing.
+    #[arg(long)]
+    pub traces: bool,
 }
 
 /// How many of each thing to do.
@@ -169,6 +174,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     if args.node_packages {
         let figures = packages::measure(plan.latency.min(50), data.path()).await?;
+        std::fs::write(&args.out, serde_json::to_string_pretty(&figures)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.traces {
+        let figures = traces::compare(plan.latency, data.path()).await?;
         std::fs::write(&args.out, serde_json::to_string_pretty(&figures)?)?;
         return Ok(ExitCode::SUCCESS);
     }

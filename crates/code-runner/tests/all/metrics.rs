@@ -340,10 +340,19 @@ async fn the_engines_gauges_follow_their_runtimes() {
     let node = node.ok()["runtime_id"].as_str().unwrap().to_string();
     let live = metrics(&server.url).await;
     assert!(value(&live, &runtimes("python")) >= 1.0, "{live}");
-    assert!(value(&live, &memory("python")) >= f64::from(32 << 20), "{live}");
-    assert!(value(&live, "code_runner_engine_slots_max{lang=\"python\"}") >= 1.0, "{live}");
+    assert!(
+        value(&live, &memory("python")) >= f64::from(32 << 20),
+        "{live}"
+    );
+    assert!(
+        value(&live, "code_runner_engine_slots_max{lang=\"python\"}") >= 1.0,
+        "{live}"
+    );
     assert!(value(&live, &runtimes("node")) >= 1.0, "{live}");
-    assert!(value(&live, &memory("node")) >= f64::from(8 << 20), "{live}");
+    assert!(
+        value(&live, &memory("node")) >= f64::from(8 << 20),
+        "{live}"
+    );
     server.teardown(&python).await.ok();
     server.teardown(&node).await.ok();
     // A torn-down runtime's slot is freed (and reset) as it closes.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::helpers::engine::{EngineProc, WorkerProc};
-use crate::helpers::{Reaped, Server, client};
+use crate::helpers::{Reaped, Server, client, venv_program};
 use crate::mcp_tools::client::Session;
 
 /// How long spans may take to arrive (a batch goes every half second; a
@@ -28,18 +28,7 @@ const PARENT: &str = "00f067aa0ba902b7";
 
 /// The receiver's python, from `target/otlp-venv`.
 fn receiver_python() -> PathBuf {
-    let target = PathBuf::from(env!("CARGO_BIN_EXE_code-runner"));
-    let path = target
-        .parent()
-        .and_then(|release| release.parent())
-        .map(|target| target.join("otlp-venv/bin/python"))
-        .unwrap();
-    assert!(
-        path.exists(),
-        "no OTLP receiver's python at {}: scripts/test installs opentelemetry-proto from PyPI there",
-        path.display()
-    );
-    path
+    venv_program("otlp-venv", "python", "opentelemetry-proto")
 }
 
 /// The OTLP/HTTP receiver on a loopback port; killed on drop.

@@ -15,7 +15,8 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 pub use process::{
-    Reaped, ServeProcess, binary, dirs_holding, output_within, peak_rss_mib, raw_http, runtime_dirs,
+    Reaped, ServeProcess, binary, dirs_holding, output_within, peak_rss_mib, raw_http,
+    runtime_dirs, venv_program,
 };
 pub use server::Server;
 

@@ -189,6 +189,25 @@ impl Drop for ServeProcess {
     }
 }
 
+/// `bin/<program>` of the virtual environment `venv` that scripts/test
+/// installs into the target directory; panics saying what installs it
+/// (`installs`) when it is missing.
+pub fn venv_program(venv: &str, program: &str, installs: &str) -> PathBuf {
+    let binary = PathBuf::from(env!("CARGO_BIN_EXE_code-runner"));
+    let path = binary
+        .parent()
+        .and_then(|release| release.parent())
+        .map(|target| target.join(venv).join("bin").join(program))
+        .unwrap();
+    assert!(
+        path.exists(),
+        "no {} at {}: scripts/test installs {installs} from PyPI there",
+        program,
+        path.display()
+    );
+    path
+}
+
 /// A helper server's process (an S3 server, an OTLP receiver): killed and
 /// reaped when dropped.
 pub struct Reaped(pub Child);

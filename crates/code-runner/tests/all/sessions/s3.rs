@@ -12,25 +12,18 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::helpers::engine::free_port;
-use crate::helpers::{INVALID_REQUEST, Reaped, ServeProcess, client, post_json};
+use crate::helpers::{INVALID_REQUEST, Reaped, ServeProcess, client, post_json, venv_program};
 
 /// moto's server, from `CODE_RUNNER_MOTO_SERVER` or `target/s3-venv`.
 fn moto_server() -> PathBuf {
     if let Some(path) = std::env::var_os("CODE_RUNNER_MOTO_SERVER") {
         return PathBuf::from(path);
     }
-    let target = PathBuf::from(env!("CARGO_BIN_EXE_code-runner"));
-    let path = target
-        .parent()
-        .and_then(|release| release.parent())
-        .map(|target| target.join("s3-venv/bin/moto_server"))
-        .unwrap();
-    assert!(
-        path.exists(),
-        "no S3-compatible server at {}: scripts/test installs moto from PyPI there (or set CODE_RUNNER_MOTO_SERVER)",
-        path.display()
-    );
-    path
+    venv_program(
+        "s3-venv",
+        "moto_server",
+        "moto (or set CODE_RUNNER_MOTO_SERVER)",
+    )
 }
 
 /// A moto server on a free loopback port; killed on drop.

@@ -257,7 +257,7 @@ const GAUGES: [(&str, &str); 7] = [
     ),
     (
         "code_runner_mcp_followers",
-        "MCP clients following the tool list.",
+        "MCP sessions open (over HTTP and stdio), each following the tool list; stateless 2026-07-28 requests hold none.",
     ),
     (
         "code_runner_linked_file_bytes",

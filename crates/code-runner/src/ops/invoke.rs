@@ -52,12 +52,7 @@ pub(crate) fn published_function(
             let trace = caller.trace.clone();
             let (answer, cpu_ns) = invoke(&ops, &function_id, payload, caller).await;
             let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
-            trace.record(invocation_attributes(
-                lang.as_str(),
-                tenant,
-                cpu_ns,
-                wall_ms,
-            ));
+            trace.record(|| invocation_attributes(lang.as_str(), tenant, cpu_ns, wall_ms));
             ops.metrics.invoked(tenant, cpu_ns, wall_ms);
             answer
         })

@@ -82,12 +82,13 @@ impl TraceParent {
         future.with_context(self.0.clone())
     }
 
-    /// Sets `attributes` on the span this context holds (a no-op when it
-    /// holds none, or a span another process recorded).
-    pub fn record(&self, attributes: Vec<KeyValue>) {
+    /// Sets the attributes `make` builds on the span this context holds;
+    /// when it holds none, or a span another process recorded, `make` is
+    /// not called (no work on a call's path while nothing is traced).
+    pub fn record(&self, make: impl FnOnce() -> Vec<KeyValue>) {
         let span = self.0.span();
         if span.is_recording() {
-            span.set_attributes(attributes);
+            span.set_attributes(make());
         }
     }
 }
@@ -197,20 +198,22 @@ impl Traces {
     /// never the URL's path or query, nor a header (either may hold a secret).
     pub fn fetch(&self, parent: &TraceParent, request: &serde_json::Value) -> CallSpan {
         let span = self.start("fetch", CallKind::Outbound, parent);
-        let method = request["method"].as_str().unwrap_or("GET");
-        let mut attributes = vec![KeyValue::new("http.request.method", cut(method, 16))];
-        let url = request["url"]
-            .as_str()
-            .and_then(|u| url::Url::parse(u).ok());
-        if let Some(url) = url {
-            if let Some(host) = url.host_str() {
-                attributes.push(KeyValue::new("server.address", cut(host, MAX_TEXT)));
+        span.parent().record(|| {
+            let method = request["method"].as_str().unwrap_or("GET");
+            let mut attributes = vec![KeyValue::new("http.request.method", cut(method, 16))];
+            let url = request["url"]
+                .as_str()
+                .and_then(|u| url::Url::parse(u).ok());
+            if let Some(url) = url {
+                if let Some(host) = url.host_str() {
+                    attributes.push(KeyValue::new("server.address", cut(host, MAX_TEXT)));
+                }
+                if let Some(port) = url.port_or_known_default() {
+                    attributes.push(KeyValue::new("server.port", i64::from(port)));
+                }
             }
-            if let Some(port) = url.port_or_known_default() {
-                attributes.push(KeyValue::new("server.port", i64::from(port)));
-            }
-        }
-        span.parent().record(attributes);
+            attributes
+        });
         span
     }
 
@@ -246,7 +249,7 @@ impl CallSpan {
             Ok(response) => {
                 if let Some(status) = response["status"].as_i64() {
                     self.parent()
-                        .record(vec![KeyValue::new("http.response.status_code", status)]);
+                        .record(|| vec![KeyValue::new("http.response.status_code", status)]);
                 }
                 self.end(None);
             }

@@ -240,10 +240,7 @@ pub async fn serve_with<A: Api>(
     options: HttpOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let router = guarded(app(worker), &options)
-        .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
-    server::serve_router(listener, router, &options, shutdown).await;
-    Ok(())
+    serve_guarded(listener, app(worker), options, shutdown).await
 }
 
 /// Serves [`metrics_app`] alone (`--metrics-listen`, for a worker that
@@ -258,7 +255,18 @@ pub async fn serve_metrics<A: Api>(
     options: HttpOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let router = guarded(metrics_app(worker), &options)
+    serve_guarded(listener, metrics_app(worker), options, shutdown).await
+}
+
+/// Serves `router` behind the edge rules of `options` until `shutdown`
+/// resolves, then lets requests in progress finish.
+async fn serve_guarded(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    options: HttpOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let router = guarded(router, &options)
         .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
     server::serve_router(listener, router, &options, shutdown).await;
     Ok(())

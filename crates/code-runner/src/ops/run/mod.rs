@@ -65,10 +65,9 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
                 wall_ms: 0.0,
                 files_in: 0,
             };
-            caller.trace.record(crate::telemetry::run_attributes(
-                &facts,
-                Err(err.code.as_str()),
-            ));
+            caller
+                .trace
+                .record(|| crate::telemetry::run_attributes(&facts, Err(err.code.as_str())));
             ops.metrics.run(facts, Err(err.code.as_str()));
             return Err(err.into());
         }
@@ -85,7 +84,7 @@ pub(crate) async fn run(ops: Arc<Ops>, payload: Value, caller: Caller) -> Result
         (facts.lang, facts.flavour) = lang_labels(&ops, lang);
     }
     let settled = answer.as_ref().map_err(|err| err.code.as_str());
-    trace.record(crate::telemetry::run_attributes(&facts, settled));
+    trace.record(|| crate::telemetry::run_attributes(&facts, settled));
     ops.metrics.run(facts, settled);
     answer
 }
